@@ -1,0 +1,41 @@
+SHELL := /bin/bash
+# The README's two commands: `make run` and `make test`.
+GO      ?= go
+PKG     := github.com/novox/postgres-provider
+BIN     := bin/provisioner
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: build test cover lint deps bench run clean
+
+build:
+	$(GO) build -ldflags "-X $(PKG)/app.Version=$(VERSION)" -o $(BIN) ./cmd/provisioner
+
+# Every test, under the race detector, after the checks that need no server.
+test: lint deps
+	$(GO) test -race -count=1 ./...
+
+# The domain's statement coverage (the target is at least 95%).
+cover:
+	@$(GO) test -count=1 -coverprofile=.cover.out ./domain/ >/dev/null
+	@$(GO) tool cover -func=.cover.out | tail -n 1
+	@rm -f .cover.out
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# The dependency rule: what the domain depends on, beyond the standard library, is the domain
+# itself and what ports depends on; nothing else.
+deps:
+	@allowed=$$( { echo $(PKG)/domain; $(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./ports; } | sort -u); \
+	got=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | sort -u); \
+	bad=$$(comm -13 <(echo "$$allowed") <(echo "$$got")); \
+	if [ -n "$$bad" ]; then echo "domain depends on more than ports and the standard library:"; echo "$$bad"; exit 1; fi; \
+	echo "deps: domain depends only on ports and the standard library"
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin .run

@@ -1,0 +1,62 @@
+// Package logger writes the provider's lines: as the seed's text, "[provisioner:RESOURCE] "
+// and the message, one a line (what operators' alerts match on), or as JSON lines through
+// log/slog with the consumer as a field.
+package logger
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// Formats are the names New takes.
+const (
+	Text = "text"
+	JSON = "json"
+)
+
+// New returns a Logger writing to w in format (Text or JSON) for the given resource.
+func New(w io.Writer, format, resource string) (ports.Logger, error) {
+	switch format {
+	case Text, "":
+		return &text{w: w, prefix: "[provisioner:" + resource + "] "}, nil
+	case JSON:
+		h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})
+		return &structured{log: slog.New(h).With("resource", resource)}, nil
+	default:
+		return nil, fmt.Errorf("log format %q: want %s or %s", format, Text, JSON)
+	}
+}
+
+type text struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+}
+
+var _ ports.Logger = (*text)(nil)
+
+// Log writes the line whole in one write, so that lines from several goroutines never interleave.
+func (t *text) Log(e ports.Entry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, _ = io.WriteString(t.w, t.prefix+e.Message+"\n")
+}
+
+type structured struct {
+	log *slog.Logger
+}
+
+var _ ports.Logger = (*structured)(nil)
+
+func (s *structured) Log(e ports.Entry) {
+	var attrs []slog.Attr
+	if e.Consumer != "" {
+		attrs = append(attrs, slog.String("consumer", e.Consumer))
+	}
+	s.log.LogAttrs(context.Background(), e.Level, e.Message, attrs...)
+}

@@ -1,0 +1,185 @@
+package domain_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/matryer/is"
+	"github.com/spf13/afero"
+
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+const receives = "/run/mesh/contributions.json"
+
+var ctx = context.Background()
+
+// fakeBackend records what the loop asks of it and answers as told.
+type fakeBackend struct {
+	mu         sync.Mutex
+	creates    []ports.Provision
+	removes    []string
+	removedDer []map[string]any
+	holdsCalls []string
+
+	held      bool                                               // Holds' answer
+	holdsErr  error                                              // Holds' error
+	holdsFn   func(ctx context.Context, p ports.Provision) error // runs inside Holds when set
+	createErr map[string]error                                   // by login
+	createFn  func(ctx context.Context, p ports.Provision)       // runs inside Create when set
+	removeErr error
+}
+
+var _ ports.Backend = (*fakeBackend)(nil)
+
+func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
+	if b.createFn != nil {
+		b.createFn(ctx, p)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.creates = append(b.creates, p)
+	return b.createErr[p.As]
+}
+
+func (b *fakeBackend) Remove(_ context.Context, as string, derived map[string]any) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.removes = append(b.removes, as)
+	b.removedDer = append(b.removedDer, derived)
+	return b.removeErr
+}
+
+func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (bool, error) {
+	if b.holdsFn != nil {
+		if err := b.holdsFn(ctx, p); err != nil {
+			return false, err
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.holdsCalls = append(b.holdsCalls, p.As)
+	return b.held, b.holdsErr
+}
+
+// createsOf counts the creates for one login.
+func (b *fakeBackend) createsOf(as string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, p := range b.creates {
+		if p.As == as {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *fakeBackend) lastCreate() ports.Provision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.creates[len(b.creates)-1]
+}
+
+// fakeLogger keeps every entry.
+type fakeLogger struct {
+	mu      sync.Mutex
+	entries []ports.Entry
+}
+
+func (l *fakeLogger) Log(e ports.Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, e)
+}
+
+// lines are the messages said so far; take drops them, so that a test can look at one pass.
+func (l *fakeLogger) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, len(l.entries))
+	for i, e := range l.entries {
+		out[i] = e.Message
+	}
+	return out
+}
+
+func (l *fakeLogger) take() []string {
+	out := l.lines()
+	l.mu.Lock()
+	l.entries = nil
+	l.mu.Unlock()
+	return out
+}
+
+// count is how many lines said so far contain part.
+func (l *fakeLogger) count(part string) int {
+	n := 0
+	for _, line := range l.lines() {
+		if strings.Contains(line, part) {
+			n++
+		}
+	}
+	return n
+}
+
+// entry is one item of the contributions file's given list.
+type entry map[string]any
+
+func consumer(as, secret string) entry {
+	return entry{"as": as, "secret": secret, "node": as, "at": "10.0.0.7",
+		"values": map[string]any{"name": as, "extensions": []any{"vector"}}}
+}
+
+// world is one loop with its fakes.
+type world struct {
+	t       *testing.T
+	fs      afero.Fs
+	clk     *clock.Mock
+	backend *fakeBackend
+	log     *fakeLogger
+	h       *domain.Harness
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, fs: afero.NewMemMapFs(), clk: clock.NewMock(), backend: &fakeBackend{held: true}, log: &fakeLogger{}}
+	w.h = domain.New(domain.Config{Resource: "postgres", Receives: receives}, w.fs, w.clk, w.backend, w.log)
+	return w
+}
+
+// contributions writes the file with the given entries.
+func (w *world) contributions(entries ...entry) {
+	w.t.Helper()
+	given := make([]any, len(entries))
+	for i, e := range entries {
+		given[i] = e
+	}
+	raw, err := json.Marshal(map[string]any{"requirement": "postgres", "given": given})
+	is.New(w.t).NoErr(err) // contributions marshal
+	w.write(receives, string(raw))
+}
+
+func (w *world) write(path, content string) {
+	w.t.Helper()
+	is.New(w.t).NoErr(afero.WriteFile(w.fs, path, []byte(content), 0o600)) // write file
+}
+
+func (w *world) remove(path string) {
+	w.t.Helper()
+	is.New(w.t).NoErr(w.fs.Remove(path)) // remove file
+}
+
+// pass runs one Reconcile after moving the clock on by d.
+func (w *world) pass(d time.Duration) domain.Report {
+	if d > 0 { // Mock.Add yields for a millisecond even when d is zero
+		w.clk.Add(d)
+	}
+	return w.h.Reconcile(ctx)
+}

@@ -1,0 +1,512 @@
+package domain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+func TestUnusableFileIsSaidOnceAndChangesNothing(t *testing.T) {
+	cases := []struct {
+		name    string
+		content string // "" removes the file
+		says    string
+	}{
+		{"unreadable", "", "contributions file unreadable (" + receives + "): open " + receives + ": file does not exist; nothing applied or removed until it can be read"},
+		{"not JSON", `{"given": [`, "contributions file is not JSON (" + receives + "): unexpected end of JSON input; nothing applied or removed until it can be read"},
+		{"another requirement", `{"requirement": "redis", "given": []}`, receives + " is for redis, not postgres; nothing applied or removed until it can be read"},
+		{"no given", `{"requirement": "postgres"}`, receives + " has no given list; nothing applied or removed until it can be read"},
+		{"given null", `{"given": null}`, receives + " has no given list; nothing applied or removed until it can be read"},
+		{"given not a list", `{"given": {"as": "letta"}}`, receives + " has no given list; nothing applied or removed until it can be read"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			w := newWorld(t)
+			w.write("/s/letta", "pw")
+			w.contributions(consumer("letta", "/s/letta"))
+			w.pass(0)
+			is.Equal(w.backend.createsOf("letta"), 1) // applied while the file was good
+			w.log.take()
+
+			if c.content == "" {
+				w.remove(receives)
+			} else {
+				w.write(receives, c.content)
+			}
+			for range 3 {
+				r := w.pass(time.Minute)
+				is.True(!r.FileRead)          // the pass read nothing
+				is.True(!r.Converged())       // nothing read is not converged
+				is.Equal(len(r.Consumers), 0) // no consumer reported
+			}
+			is.Equal(w.log.take(), []string{c.says})  // said once over three passes
+			is.Equal(len(w.backend.removes), 0)       // nothing withdrawn
+			is.Equal(len(w.backend.holdsCalls), 0)    // nothing verified
+			is.Equal(w.backend.createsOf("letta"), 1) // nothing applied
+
+			w.contributions(consumer("letta", "/s/letta"))
+			w.pass(time.Second)
+			w.pass(time.Second)
+			is.Equal(w.log.take(), []string{"contributions file readable again"}) // said once
+		})
+	}
+}
+
+func TestAnotherReasonIsSaidAgain(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write(receives, "garbage")
+	w.pass(0)
+	w.write(receives, `{"requirement": "redis", "given": []}`)
+	w.pass(time.Second)
+	w.pass(time.Second)
+	is.Equal(len(w.log.take()), 2) // each reason said once
+}
+
+func TestEntriesWithoutAsOrSecretAreSkipped(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/x", "pw")
+	w.contributions(entry{"secret": "/s/x"}, entry{"as": "nosecret"}, entry{"as": "ok", "secret": "/s/x"})
+	r := w.pass(0)
+	is.Equal(len(w.backend.creates), 1)                                       // only the full entry
+	is.Equal(w.backend.lastCreate().As, "ok")                                 // and it is the one with both
+	is.Equal(r.Consumers, map[string]domain.State{"ok": domain.StateApplied}) // the others are not consumers
+	is.True(r.Converged())                                                    // the one listed is applied
+}
+
+func TestSecretPatienceThenLoudThenRare(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.contributions(consumer("letta", "/s/letta"))
+	said := map[int]string{}
+	for n := 1; n <= 480; n++ {
+		r := w.pass(0)                                               // how often passes run does not matter here
+		is.Equal(r.Consumers["letta"], domain.StateWaitingForSecret) // waiting each pass
+		for _, line := range w.log.take() {
+			said[n] = line
+		}
+	}
+	for n := 1; n <= 12; n++ {
+		is.Equal(said[n], "letta: secret not readable yet (/s/letta): open /s/letta: file does not exist") // patient
+	}
+	loud := "letta: CANNOT READ the secret after %d attempts (/s/letta): open /s/letta: file does not exist. " +
+		"This is not a race any more — nothing has been provisioned for this consumer and nothing will be until " +
+		"somebody looks. Check who owns the file and who this process runs as (novox/hq issue 225)"
+	is.Equal(said[13], fmt.Sprintf(loud, 13))   // loud on the 13th
+	is.Equal(said[240], fmt.Sprintf(loud, 240)) // and every 240th
+	is.Equal(said[480], fmt.Sprintf(loud, 480))
+	is.Equal(len(said), 15)             // silent between
+	is.Equal(len(w.backend.creates), 0) // nothing created without a password
+
+	w.write("/s/letta", "pw\n")
+	w.pass(5 * time.Second)
+	is.Equal(w.backend.createsOf("letta"), 1) // created once readable
+	w.remove("/s/letta")
+	w.pass(5 * time.Second)
+	is.Equal(w.log.take(), []string{"letta: secret not readable yet (/s/letta): open /s/letta: file does not exist"}) // count reset
+}
+
+func TestConsumerThatLeavesForgetsItsSecretCount(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.contributions(consumer("letta", "/s/letta"))
+	for range 20 {
+		w.pass(5 * time.Second)
+	}
+	w.contributions()
+	w.pass(5 * time.Second)
+	w.contributions(consumer("letta", "/s/letta"))
+	w.log.take()
+	w.pass(5 * time.Second)
+	is.Equal(w.log.take(), []string{"letta: secret not readable yet (/s/letta): open /s/letta: file does not exist"}) // counted from one again
+}
+
+func TestPasswordIsSecretLessOneTrailingNewline(t *testing.T) {
+	for secret, want := range map[string]string{"pw": "pw", "pw\n": "pw", "pw\n\n": "pw\n", " pw \n": " pw ", "p\nw": "p\nw"} {
+		is := is.New(t)
+		w := newWorld(t)
+		w.write("/s/letta", secret)
+		w.contributions(consumer("letta", "/s/letta"))
+		w.pass(0)
+		is.Equal(w.backend.lastCreate().Password, want) // one trailing newline is not part of it
+	}
+}
+
+func TestProvisionCarriesWhatTheFileSays(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	e := consumer("letta", "/s/letta")
+	e["derived"] = map[string]any{"database": "letta_db"}
+	w.contributions(e)
+	w.pass(0)
+	is.Equal(w.backend.lastCreate(), ports.Provision{
+		As: "letta", Password: "pw", At: "10.0.0.7", Consumer: "letta",
+		Values:  map[string]any{"name": "letta", "extensions": []any{"vector"}},
+		Derived: map[string]any{"database": "letta_db"},
+	}) // every field delivered
+}
+
+func TestMissingValuesAndDerivedAreEmpty(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(entry{"as": "letta", "secret": "/s/letta"})
+	w.pass(0)
+	p := w.backend.lastCreate()
+	is.True(p.Values != nil && len(p.Values) == 0)   // values empty, not nil
+	is.True(p.Derived != nil && len(p.Derived) == 0) // derived empty, not nil
+}
+
+func TestChangeCreatesAgainAndNoChangeDoesNot(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(w *world, e entry)
+		again  bool
+	}{
+		{"unchanged", func(w *world, e entry) {}, false},
+		{"password", func(w *world, e entry) { w.write("/s/letta", "rotated") }, true},
+		{"values", func(w *world, e entry) {
+			e["values"] = map[string]any{"name": "letta", "extensions": []any{"vector", "pg_trgm"}}
+		}, true},
+		{"derived", func(w *world, e entry) { e["derived"] = map[string]any{"database": "other"} }, true},
+		{"where it runs", func(w *world, e entry) { e["at"] = "10.0.0.8" }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			w := newWorld(t)
+			w.write("/s/letta", "pw")
+			e := consumer("letta", "/s/letta")
+			w.contributions(e)
+			w.pass(0)
+			c.change(w, e)
+			w.contributions(e)
+			w.pass(5 * time.Second) // not a verifying pass
+			want := 1
+			if c.again {
+				want = 2
+			}
+			is.Equal(w.backend.createsOf("letta"), want) // created again exactly when the hash changed
+			is.Equal(len(w.backend.holdsCalls), 0)       // no verification before the interval
+		})
+	}
+}
+
+func TestVerifiesEveryIntervalAndHeldIsLeftAlone(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)                                         // first pass verifies: the interval starts now
+	w.pass(59 * time.Second)                          // before the interval
+	is.Equal(len(w.backend.holdsCalls), 0)            // not asked yet
+	r := w.pass(time.Second)                          // the interval is over
+	is.Equal(w.backend.holdsCalls, []string{"letta"}) // asked once
+	is.Equal(w.backend.createsOf("letta"), 1)         // held: not applied again
+	is.Equal(r.Consumers["letta"], domain.StateApplied)
+	is.Equal(len(w.log.lines()), 0) // nothing to say
+}
+
+func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.backend.held = false
+	r := w.pass(time.Minute)
+	is.Equal(w.backend.createsOf("letta"), 2)                                                 // applied again
+	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // said so
+	is.Equal(r.Consumers["letta"], domain.StateBraked)
+	is.Equal(r.Reapplied, 1)
+
+	w.backend.held = true
+	r = w.pass(time.Minute)
+	is.Equal(r.Consumers["letta"], domain.StateApplied) // held again: brake released
+	w.backend.held = false
+	w.pass(time.Minute)
+	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // counted from one again
+}
+
+func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.backend.held = false
+	w.pass(time.Minute)
+	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // first re-apply: no wait said
+
+	// The n-th re-apply in a row waits VerifyEvery << (n-1) before the next check.
+	waits := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
+	for n := 2; n <= len(waits); n++ {
+		prev := waits[n-2]
+		calls := len(w.backend.holdsCalls)
+		w.pass(prev - time.Minute) // a verifying pass just before the brake lets go
+		if prev > time.Minute {
+			is.Equal(len(w.backend.holdsCalls), calls) // braked: not asked
+		}
+		w.log.take()
+		w.pass(time.Minute)
+		is.Equal(len(w.backend.holdsCalls), calls+1) // asked when the wait is over
+		is.Equal(w.log.take(), []string{
+			fmt.Sprintf("letta: still not held after being applied again (%d times in a row) — create does not produce what holds checks; applying again", n),
+			fmt.Sprintf("letta: next check in %s", waits[n-1]),
+		}) // said, with the doubled wait
+	}
+}
+
+func TestBrakeWaitNeverOverflows(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.h = domain.New(domain.Config{Resource: "postgres", Receives: receives, VerifyEvery: time.Nanosecond}, w.fs, w.clk, w.backend, w.log)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.backend.held = false
+	for range 100 {
+		w.pass(time.Hour)
+	}
+	lines := w.log.lines()
+	is.Equal(lines[len(lines)-1], "letta: next check in 1h0m0s") // capped, far past where a shift overflows
+	is.Equal(w.backend.createsOf("letta"), 101)                  // checked and applied every hour
+}
+
+func TestHoldsErrorIsNotLoss(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.backend.holdsErr = errors.New("connection refused")
+	r := w.pass(time.Minute)
+	is.Equal(w.backend.createsOf("letta"), 1)                                                                  // not applied again
+	is.Equal(w.log.take(), []string{"letta: could not check the backend, will ask again: connection refused"}) // said
+	is.Equal(r.Unchecked, 1)
+	is.Equal(r.Consumers["letta"], domain.StateApplied) // still taken as applied
+	w.pass(time.Minute)
+	is.Equal(len(w.backend.holdsCalls), 2) // asked again next interval
+}
+
+func TestHoldsTimeoutStopsVerifyingForThePass(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	for _, as := range []string{"a", "b", "c"} {
+		w.write("/s/"+as, "pw")
+	}
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"), consumer("c", "/s/c"))
+	w.pass(0)
+	var deadline error
+	w.backend.holdsFn = func(ctx context.Context, p ports.Provision) error {
+		w.clk.Add(domain.DefaultHoldsTimeout) // the backend hangs for the whole timeout
+		<-ctx.Done()
+		deadline = ctx.Err()
+		return ctx.Err()
+	}
+	w.write("/s/c", "rotated") // c changed: created even though verification stopped
+	w.pass(time.Minute)
+	is.True(errors.Is(deadline, context.DeadlineExceeded))  // the timeout came from the clock
+	is.Equal(w.backend.holdsCalls, []string(nil))           // a timed out, b and c not asked
+	is.Equal(w.log.count("could not check the backend"), 1) // one line for a
+	is.Equal(w.backend.createsOf("c"), 2)                   // the change still applied
+	is.Equal(w.backend.createsOf("b"), 1)
+
+	w.backend.holdsFn = nil
+	w.pass(time.Minute)
+	is.Equal(w.backend.holdsCalls, []string{"a", "b", "c"}) // next interval asks all again
+}
+
+func TestCreateFailureSaidFirstThenEvery240th(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.backend.createErr = map[string]error{"letta": errors.New("server down")}
+	said := 0
+	for n := 1; n <= 480; n++ {
+		r := w.pass(0)
+		is.Equal(r.Consumers["letta"], domain.StateFailing)
+		is.Equal(r.Failures, 1)
+		for _, line := range w.log.take() {
+			is.Equal(line, "letta: create failed, will retry: server down") // the failure, word for word
+			is.True(n == 1 || n == 240 || n == 480)                         // first, then every 240th
+			said++
+		}
+	}
+	is.Equal(said, 3)
+
+	w.backend.createErr["letta"] = errors.New("disk full")
+	w.pass(5 * time.Second)
+	is.Equal(w.log.take(), []string{"letta: create failed, will retry: disk full"}) // a different text is said at once
+	w.pass(5 * time.Second)
+	is.Equal(len(w.log.take()), 0) // and then quiet again
+
+	delete(w.backend.createErr, "letta")
+	r := w.pass(5 * time.Second)
+	is.Equal(w.log.take(), []string{"letta: created, after 2 failed attempt(s)"}) // counted since the text changed
+	is.Equal(r.Consumers["letta"], domain.StateApplied)
+	w.pass(5 * time.Second)
+	is.Equal(len(w.log.take()), 0) // said once
+}
+
+func TestFailingReapplyKeepsTheBrakeCount(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.backend.held = false
+	w.pass(time.Minute) // first re-apply succeeds: brake 1, next check in a minute
+	w.backend.createErr = map[string]error{"letta": errors.New("server down")}
+	w.pass(time.Minute) // second re-apply fails
+	w.log.take()
+	w.pass(5 * time.Second) // not a verifying pass, but a failed consumer is not applied: nothing happens
+	is.Equal(len(w.log.take()), 0)
+	delete(w.backend.createErr, "letta")
+	w.pass(time.Minute) // next check: still not held
+	lines := w.log.take()
+	is.Equal(lines[0], "letta: still not held after being applied again (2 times in a row) — create does not produce what holds checks; applying again") // the count survived the failure
+	is.Equal(lines[len(lines)-1], "letta: next check in 2m0s")
+}
+
+func TestWithdrawsWhatIsNoLongerListedInOrder(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	names := []string{"delta", "alpha", "charlie", "bravo"}
+	var entries []entry
+	for _, as := range names {
+		w.write("/s/"+as, "pw")
+		e := consumer(as, "/s/"+as)
+		e["derived"] = map[string]any{"database": as + "_db"}
+		entries = append(entries, e)
+	}
+	w.contributions(entries...)
+	w.pass(0)
+	w.contributions(entries[3])
+	w.log.take()
+	r := w.pass(5 * time.Second)
+	is.Equal(w.backend.removes, []string{"alpha", "charlie", "delta"})        // sorted
+	is.Equal(w.backend.removedDer[0], map[string]any{"database": "alpha_db"}) // with what was derived
+	is.Equal(r.Withdrawn, 3)
+	is.Equal(w.log.take(), []string{
+		"alpha: no longer in " + receives + "; withdrawing it from the backend",
+		"charlie: no longer in " + receives + "; withdrawing it from the backend",
+		"delta: no longer in " + receives + "; withdrawing it from the backend",
+	})
+	w.pass(5 * time.Second)
+	is.Equal(len(w.backend.removes), 3) // once removed, not asked again
+}
+
+func TestFailedRemoveIsRetried(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.contributions()
+	w.backend.removeErr = errors.New("server down")
+	r := w.pass(5 * time.Second)
+	is.Equal(r.Failures, 1)
+	is.Equal(w.log.take()[1], "letta: remove failed, will retry: server down") // said
+	w.backend.removeErr = nil
+	w.pass(5 * time.Second)
+	w.pass(5 * time.Second)
+	is.Equal(w.backend.removes, []string{"letta", "letta"}) // retried once, then done
+}
+
+func TestWithdrawnConsumerComesBackFresh(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.contributions()
+	w.pass(5 * time.Second)
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(5 * time.Second)
+	is.Equal(w.backend.createsOf("letta"), 2) // state was dropped with the removal: created again
+}
+
+func TestPasswordIsScrubbedFromEveryLine(t *testing.T) {
+	is := is.New(t)
+	const pw = "s3cr/et pa?ss&wörd"
+	leak := fmt.Sprintf("raw %s query %s path %s", pw, url.QueryEscape(pw), url.PathEscape(pw))
+	w := newWorld(t)
+	w.write("/s/letta", pw+"\n")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.backend.createErr = map[string]error{"letta": errors.New("create: " + leak)}
+	w.pass(0)
+	delete(w.backend.createErr, "letta")
+	w.pass(5 * time.Second)
+	w.backend.holdsErr = errors.New("holds: " + leak)
+	w.pass(time.Minute)
+	w.contributions()
+	w.backend.removeErr = errors.New("remove: " + leak)
+	w.pass(time.Minute)
+
+	lines := w.log.lines()
+	is.Equal(lines[0], "letta: create failed, will retry: create: raw *** query *** path ***") // each form scrubbed
+	is.Equal(w.log.count("***"), 3)                                                            // create, holds and remove lines
+	for _, line := range lines {
+		for _, form := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
+			is.True(!strings.Contains(line, form)) // no form of the password in any line
+		}
+	}
+}
+
+func TestOneConsumersFailureDoesNotStopOthers(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.write("/s/c", "pw")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/missing"), consumer("c", "/s/c"))
+	w.backend.createErr = map[string]error{"a": errors.New("bad name")}
+	r := w.pass(0)
+	is.Equal(w.backend.createsOf("c"), 1) // c created despite a failing and b waiting
+	is.Equal(r.Consumers, map[string]domain.State{"a": domain.StateFailing, "b": domain.StateWaitingForSecret, "c": domain.StateApplied})
+	is.True(!r.Converged()) // not every consumer is there
+}
+
+func TestDuplicateLoginFirstEntryWins(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/one", "one")
+	w.write("/s/two", "two")
+	w.contributions(consumer("letta", "/s/one"), consumer("letta", "/s/two"))
+	for range 3 {
+		w.pass(5 * time.Second)
+	}
+	is.Equal(w.backend.createsOf("letta"), 1)                                                                   // not flipped between the two
+	is.Equal(w.backend.lastCreate().Password, "one")                                                            // the first entry
+	is.Equal(w.log.take(), []string{"letta: listed more than once in " + receives + "; using the first entry"}) // said once
+	w.contributions(consumer("letta", "/s/one"))
+	w.pass(5 * time.Second)
+	w.contributions(consumer("letta", "/s/one"), consumer("letta", "/s/two"))
+	w.pass(5 * time.Second)
+	is.Equal(w.log.count("listed more than once"), 1) // said again once it comes back
+}
+
+func TestLevels(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write(receives, "garbage")
+	w.pass(0)
+	is.Equal(w.log.entries[0].Level.String(), "WARN") // an unusable file is a warning
+	is.Equal(w.log.entries[0].Consumer, "")           // about no consumer
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	is.Equal(w.log.entries[2].Consumer, "letta") // a consumer's line names it
+}

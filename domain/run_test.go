@@ -1,0 +1,106 @@
+package domain_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// waitFor receives from ch, failing the test if the loop never gets there.
+func waitFor[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("the loop did not get there")
+		var zero T
+		return zero
+	}
+}
+
+func TestRunPassesOnTheTimerAndOnWake(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	passes := make(chan domain.Report)
+	wake := make(chan struct{})
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		w.h.Run(c, wake, func(r domain.Report) { passes <- r })
+		close(done)
+	}()
+
+	r := waitFor(t, passes)
+	is.Equal(r.Created, 1) // the first pass runs at once
+
+	wake <- struct{}{} // a change to the file
+	r = waitFor(t, passes)
+	is.True(r.FileRead) // a pass ran without the clock moving
+
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				w.clk.Add(time.Second) // time passes until Run's timer fires
+				runtime.Gosched()
+			}
+		}
+	}()
+	start := w.clk.Now()
+	waitFor(t, passes)
+	is.True(w.clk.Now().Sub(start) >= domain.DefaultEvery) // the timer's pass came after Every
+
+	cancel()
+	waitFor(t, done) // Run stops when its context ends
+}
+
+func TestRunLetsThePassUnderWayFinish(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	var stoppedAt time.Time
+	w.backend.createFn = func(c context.Context, p ports.Provision) {
+		close(started)
+		<-c.Done() // a create that takes as long as it is let
+		ended <- c.Err()
+	}
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		w.h.Run(c, nil, nil)
+		close(done)
+	}()
+	waitFor(t, started)
+	cancel()
+	stoppedAt = w.clk.Now()
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				w.clk.Add(time.Second)
+				runtime.Gosched()
+			}
+		}
+	}()
+	err := waitFor(t, ended)
+	waitFor(t, done)
+	is.Equal(err, context.Canceled)                                   // the pass's context ended
+	is.True(w.clk.Now().Sub(stoppedAt) >= domain.DefaultHoldsTimeout) // but not before the holds timeout
+	is.Equal(w.backend.createsOf("letta"), 1)                         // the create under way was not cut off at once
+}
