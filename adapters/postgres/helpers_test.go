@@ -1,0 +1,188 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgserver.Main(m)) }
+
+var ctx = context.Background()
+
+// recLogger keeps what the adapter says.
+type recLogger struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *recLogger) Log(e ports.Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, e.Message)
+}
+
+func (l *recLogger) said() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+// env is one test's view of the shared server.
+type env struct {
+	t   *testing.T
+	srv *pgserver.TestServer
+	log *recLogger
+	b   *postgres.Backend
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, srv: pgserver.Shared(t), log: &recLogger{}}
+	e.b = e.backend(e.srv.URL, postgres.Retain)
+	return e
+}
+
+// backend is another Backend on the server, with its own URL and policy.
+func (e *env) backend(url string, policy postgres.Policy) *postgres.Backend {
+	e.t.Helper()
+	b, err := postgres.New(postgres.Config{URL: url, OnWithdraw: policy, Log: e.log})
+	is.New(e.t).NoErr(err) // backend
+	e.t.Cleanup(b.Close)
+	return b
+}
+
+var serial atomic.Int64
+var run = randomHex(3) // names from earlier runs on a shared server never meet ours
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// name is a fresh consumer name, unique in this run and across runs.
+func name(base string) string { return fmt.Sprintf("%s_%s_%d", base, run, serial.Add(1)) }
+
+// provision is a consumer whose database is named after it, asking for extensions.
+func provision(as string, extensions ...string) ports.Provision {
+	exts := make([]any, len(extensions))
+	for i, x := range extensions {
+		exts[i] = x
+	}
+	return ports.Provision{As: as, Password: "pw-" + randomHex(8), Values: map[string]any{"name": as, "extensions": exts}, Derived: map[string]any{}}
+}
+
+// admin is a superuser connection to db ("" for postgres), closed with the test.
+func (e *env) admin(db string) *pgx.Conn {
+	e.t.Helper()
+	cfg, err := pgx.ParseConfig(e.srv.URL)
+	is.New(e.t).NoErr(err) // parse url
+	if db != "" {
+		cfg.Database = db
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	is.New(e.t).NoErr(err) // admin connection
+	e.t.Cleanup(func() { conn.Close(ctx) })
+	return conn
+}
+
+// exec runs statements as the superuser in db.
+func (e *env) exec(db string, sql ...string) {
+	e.t.Helper()
+	conn := e.admin(db)
+	for _, s := range sql {
+		_, err := conn.Exec(ctx, s)
+		if err != nil {
+			e.t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// login connects as user with password to db, through the server's SCRAM authentication.
+func (e *env) login(user, password, db string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(e.srv.URL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.User, cfg.Password, cfg.Database = user, password, db
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(c, cfg)
+	if err == nil {
+		e.t.Cleanup(func() { conn.Close(ctx) })
+	}
+	return conn, err
+}
+
+func (e *env) mustLogin(user, password, db string) *pgx.Conn {
+	e.t.Helper()
+	conn, err := e.login(user, password, db)
+	if err != nil {
+		e.t.Fatalf("log in as %s to %s: %v", user, db, err)
+	}
+	return conn
+}
+
+func (e *env) mustCreate(p ports.Provision) {
+	e.t.Helper()
+	if err := e.b.Create(ctx, p); err != nil {
+		e.t.Fatalf("create %s: %v", p.As, err)
+	}
+}
+
+func (e *env) holds(p ports.Provision) bool {
+	e.t.Helper()
+	held, err := e.b.Holds(ctx, p)
+	if err != nil {
+		e.t.Fatalf("holds %s: %v", p.As, err)
+	}
+	return held
+}
+
+// catalog is every role and database on the server, to show that nothing changed.
+func (e *env) catalog() string {
+	e.t.Helper()
+	var roles, dbs []string
+	conn := e.admin("")
+	rows, _ := conn.Query(ctx, "SELECT rolname::text FROM pg_roles")
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	is.New(e.t).NoErr(err) // roles
+	rows, _ = conn.Query(ctx, "SELECT datname::text FROM pg_database")
+	dbs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	is.New(e.t).NoErr(err) // databases
+	sort.Strings(roles)
+	sort.Strings(dbs)
+	return strings.Join(roles, ",") + " | " + strings.Join(dbs, ",")
+}
+
+// extensions are the extensions installed in db.
+func (e *env) extensions(db string) []string {
+	e.t.Helper()
+	rows, _ := e.admin(db).Query(ctx, "SELECT extname::text FROM pg_extension ORDER BY 1")
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	is.New(e.t).NoErr(err) // extensions
+	return names
+}
+
+func (e *env) available(ext string) bool {
+	e.t.Helper()
+	var ok bool
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = $1)", ext).Scan(&ok))
+	return ok
+}

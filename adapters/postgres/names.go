@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// maxIdentifier is PostgreSQL's NAMEDATALEN less one: longer names are cut short by the
+// server, so two consumers could meet in one name.
+const maxIdentifier = 63
+
+// reserved are names a consumer can never be given, as a login or a database: the server's own
+// and what PostgreSQL keeps for itself. The provider's own role is added per Backend.
+var reserved = []string{"postgres", "public", "none", "template0", "template1",
+	"current_user", "current_role", "session_user", "all"}
+
+// plan is one consumer's names, every one validated before any statement is built from them.
+type plan struct {
+	role       string
+	database   string
+	extensions []string
+}
+
+// planOf validates what p names: the login, the database (derived.database, else values.name,
+// else the login) and values.extensions.
+func (b *Backend) planOf(p ports.Provision) (plan, error) {
+	if err := b.checkName("login", p.As); err != nil {
+		return plan{}, err
+	}
+	db, err := databaseOf(p.As, p.Values, p.Derived)
+	if err != nil {
+		return plan{}, err
+	}
+	if err := b.checkName("database", db); err != nil {
+		return plan{}, err
+	}
+	exts, err := extensionsOf(p.Values)
+	if err != nil {
+		return plan{}, err
+	}
+	return plan{role: p.As, database: db, extensions: exts}, nil
+}
+
+// databaseOf names the consumer's database: derived.database wins over values.name; where
+// neither names one, the database is named after the login.
+func databaseOf(as string, values, derived map[string]any) (string, error) {
+	for _, src := range []struct {
+		where string
+		m     map[string]any
+		key   string
+	}{{"derived", derived, "database"}, {"values", values, "name"}} {
+		v, ok := src.m[src.key]
+		if !ok || v == nil {
+			continue
+		}
+		s, isString := v.(string)
+		if !isString {
+			return "", fmt.Errorf("%s.%s is %T, not a string", src.where, src.key, v)
+		}
+		if s != "" {
+			return s, nil
+		}
+	}
+	return as, nil
+}
+
+// extensionsOf reads values.extensions: a list of extension names, each checked.
+func extensionsOf(values map[string]any) ([]string, error) {
+	v, ok := values["extensions"]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, isList := v.([]any)
+	if !isList {
+		return nil, fmt.Errorf("values.extensions is %T, not a list", v)
+	}
+	out := make([]string, 0, len(list))
+	for _, item := range list {
+		name, isString := item.(string)
+		if !isString {
+			return nil, fmt.Errorf("values.extensions holds %T %v, not a name", item, item)
+		}
+		if err := checkExtension(name); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// checkName refuses a login or database name that is empty, too long, holds anything but
+// letters, digits, '_' and '-', or is one PostgreSQL or this provider keeps for itself.
+func (b *Backend) checkName(what, name string) error {
+	if err := checkIdentifier(what, name); err != nil {
+		return err
+	}
+	lower := strings.ToLower(name)
+	if strings.HasPrefix(lower, "pg_") {
+		return fmt.Errorf("%s %q: names starting with pg_ are reserved", what, name)
+	}
+	if slices.Contains(reserved, lower) || (b.self != "" && lower == strings.ToLower(b.self)) {
+		return fmt.Errorf("%s %q: the name is reserved", what, name)
+	}
+	return nil
+}
+
+// checkExtension refuses an extension name that could not be one of the server's: extension
+// names are file names in the server's extension folder (pg_trgm, uuid-ossp, vector).
+func checkExtension(name string) error {
+	return checkIdentifier("extension", name)
+}
+
+func checkIdentifier(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s name is empty", what)
+	case len(name) > maxIdentifier:
+		return fmt.Errorf("%s %q: %d bytes, at most %d", what, name, len(name), maxIdentifier)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("%s %q: only letters, digits, _ and - are allowed, not %q", what, name, r)
+		}
+	}
+	return nil
+}

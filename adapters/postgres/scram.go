@@ -1,0 +1,89 @@
+package postgres
+
+import (
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// scramIterations is PostgreSQL's default scram_iterations.
+const scramIterations = 4096
+
+// scramVerifier is the SCRAM-SHA-256 secret PostgreSQL stores for password, in its format
+// "SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>", under a fresh random salt. The
+// server is given this, never the password.
+func scramVerifier(password string) (string, error) {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("salt: %w", err)
+	}
+	stored, server, err := scramKeys(password, salt, scramIterations)
+	if err != nil {
+		return "", err
+	}
+	enc := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", scramIterations, enc(salt), enc(stored), enc(server)), nil
+}
+
+// scramKeys derives StoredKey and ServerKey (RFC 5802) from the SASLprep'd password.
+func scramKeys(password string, salt []byte, iterations int) (stored, server []byte, err error) {
+	salted, err := pbkdf2.Key(sha256.New, saslprep(password), salt, iterations, sha256.Size)
+	if err != nil {
+		return nil, nil, fmt.Errorf("derive key: %w", err)
+	}
+	clientKey := hmacSHA256(salted, "Client Key")
+	sum := sha256.Sum256(clientKey)
+	return sum[:], hmacSHA256(salted, "Server Key"), nil
+}
+
+func hmacSHA256(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}
+
+// passwordVerifies reports whether the secret PostgreSQL stores for role (rolpassword) was made
+// from password: a SCRAM-SHA-256 verifier, or an md5 hash where the server still stores md5.
+func passwordVerifies(stored, password, role string) bool {
+	switch {
+	case strings.HasPrefix(stored, "SCRAM-SHA-256$"):
+		return scramVerifies(stored, password)
+	case strings.HasPrefix(stored, "md5") && len(stored) == 35:
+		sum := md5.Sum([]byte(password + role))
+		return subtle.ConstantTimeCompare([]byte(stored[3:]), []byte(hex.EncodeToString(sum[:]))) == 1
+	default:
+		return false
+	}
+}
+
+func scramVerifies(stored, password string) bool {
+	// SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>
+	parts := strings.Split(strings.TrimPrefix(stored, "SCRAM-SHA-256$"), "$")
+	if len(parts) != 2 {
+		return false
+	}
+	iterSalt := strings.SplitN(parts[0], ":", 2)
+	keys := strings.SplitN(parts[1], ":", 2)
+	if len(iterSalt) != 2 || len(keys) != 2 {
+		return false
+	}
+	iterations, err := strconv.Atoi(iterSalt[0])
+	if err != nil || iterations < 1 || iterations > 1<<24 {
+		return false
+	}
+	salt, err1 := base64.StdEncoding.DecodeString(iterSalt[1])
+	want, err2 := base64.StdEncoding.DecodeString(keys[0])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	got, _, err := scramKeys(password, salt, iterations)
+	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
+}

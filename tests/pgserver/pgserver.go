@@ -1,0 +1,283 @@
+// Package pgserver starts a throwaway PostgreSQL server for tests and for `make run`: initdb
+// into a folder of its own, listening on 127.0.0.1 only at a free port, fsync off, run as the
+// postgres OS user when this process is root (the server refuses root). Binaries come from
+// PATH or /usr/lib/postgresql/*/bin.
+package pgserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is one running throwaway PostgreSQL.
+type Server struct {
+	// URL is the superuser's connection, with its password, on 127.0.0.1.
+	URL string
+	// Port is the server's TCP port on 127.0.0.1.
+	Port int
+	// Dir holds the data folder and the server's log.
+	Dir string
+	// LogPath is the file the server writes its log to.
+	LogPath string
+	// Bin is the folder of the server's binaries.
+	Bin string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	owned  bool // Dir was made here and goes with Stop
+}
+
+// Options tune Start.
+type Options struct {
+	// Dir is where the data folder goes; empty: a new temporary folder, removed by Stop.
+	Dir string
+	// Settings are extra server settings (-c name=value).
+	Settings map[string]string
+}
+
+// Start initialises and starts a server, and waits until it takes connections.
+func Start(opts Options) (*Server, error) {
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Bin: bin, Dir: opts.Dir}
+	if s.Dir == "" {
+		if s.Dir, err = os.MkdirTemp("", "provisioner-pg-"); err != nil {
+			return nil, err
+		}
+		s.owned = true
+	} else if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	run, err := runAs()
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	if run != nil {
+		if err := os.Chown(s.Dir, int(run.Uid), int(run.Gid)); err != nil {
+			return nil, s.fail(err)
+		}
+	}
+	password, err := randomHex(16)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	data := filepath.Join(s.Dir, "data")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		if err := s.initdb(run, data, password); err != nil {
+			return nil, s.fail(err)
+		}
+	} else if password, err = s.storedPassword(); err != nil {
+		return nil, s.fail(err)
+	}
+	for attempt := 0; ; attempt++ {
+		err = s.start(run, data, password, opts.Settings)
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 2 { // a port taken between choosing and binding it is tried again
+			return nil, s.fail(err)
+		}
+	}
+}
+
+func (s *Server) initdb(run *syscall.Credential, data, password string) error {
+	pwfile := filepath.Join(s.Dir, "superuser.password")
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+		return err
+	}
+	if run != nil {
+		if err := os.Chown(pwfile, int(run.Uid), int(run.Gid)); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(filepath.Join(s.Bin, "initdb"), "-D", data, "-U", "postgres", "--pwfile", pwfile,
+		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	return nil
+}
+
+// storedPassword reads the superuser password of a data folder made by an earlier Start.
+func (s *Server) storedPassword() (string, error) {
+	raw, err := os.ReadFile(filepath.Join(s.Dir, "superuser.password"))
+	return strings.TrimSpace(string(raw)), err
+}
+
+func (s *Server) start(run *syscall.Credential, data, password string, settings map[string]string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.Port = port
+	s.LogPath = filepath.Join(s.Dir, "server.log")
+	logFile, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200", "-c", "logging_collector=off"}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	cmd := exec.Command(filepath.Join(s.Bin, "postgres"), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group: a Ctrl-C meant for `make run` reaches the server through Stop, in
+	// order, rather than all at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	s.cmd, s.exited = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(s.exited) }()
+	s.URL = fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
+	return s.waitReady(30 * time.Second)
+}
+
+// waitReady polls until the server takes a connection, it exits, or the deadline passes.
+func (s *Server) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, s.URL)
+		cancel()
+		if err == nil {
+			return conn.Close(context.Background())
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("postgres exited at start; its log: %s", s.tail())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = s.stopServer()
+			return fmt.Errorf("postgres did not take connections within %s: %w; its log: %s", limit, err, s.tail())
+		}
+	}
+}
+
+// Log is what the server has logged so far.
+func (s *Server) Log() ([]byte, error) { return os.ReadFile(s.LogPath) }
+
+func (s *Server) tail() string {
+	raw, _ := s.Log()
+	if len(raw) > 2000 {
+		raw = raw[len(raw)-2000:]
+	}
+	return string(raw)
+}
+
+// Stop shuts the server down (fast mode) and removes what Start made.
+func (s *Server) Stop() error {
+	err := s.stopServer()
+	if s.owned {
+		err = errors.Join(err, os.RemoveAll(s.Dir))
+	}
+	return err
+}
+
+func (s *Server) stopServer() error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return nil
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	return nil
+}
+
+func (s *Server) fail(err error) error {
+	if s.owned {
+		_ = os.RemoveAll(s.Dir)
+	}
+	return err
+}
+
+// findBin is the folder holding initdb and postgres: PATH first, else the newest
+// /usr/lib/postgresql/<version>/bin.
+func findBin() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real // a link in PATH to the real folder, which has pg_config beside it
+		}
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin; " +
+		"install Debian's postgresql package")
+}
+
+func version(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// runAs is the postgres OS user when this process is root, else nil (run as ourselves).
+func runAs() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root, and the server refuses root: %w (create a postgres user)", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
