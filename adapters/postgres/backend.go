@@ -54,6 +54,10 @@ type Backend struct {
 	policy Policy
 	log    ports.Logger
 	self   string // the provider's own role, never given to a consumer
+
+	// verified remembers which stored verifiers a password was checked against, so that a
+	// verify pass does not run PBKDF2 (4096 rounds) per consumer while nothing changed.
+	verified verifiedCache
 }
 
 var _ ports.Backend = (*Backend)(nil)
@@ -279,14 +283,15 @@ func (b *Backend) Holds(ctx context.Context, p ports.Provision) (bool, error) {
 	var (
 		roleOK, dbOK bool
 		stored       *string
-		available    []string
+		available    []string // nil where none are named
 	)
 	err = b.pool.QueryRow(ctx, `
 SELECT coalesce(r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls)
                 AND coalesce(r.rolvaliduntil > now(), true), false),
        r.rolpassword,
        coalesce(d.datdba = r.oid AND NOT has_database_privilege('public', d.oid, 'CONNECT'), false),
-       ARRAY(SELECT name::text FROM pg_available_extensions WHERE name = ANY($3::text[]))
+       CASE WHEN cardinality($3::text[]) > 0 -- listing what is available reads every control file
+            THEN ARRAY(SELECT name::text FROM pg_available_extensions WHERE name = ANY($3::text[])) END
 FROM (VALUES (1)) AS one (x)
 LEFT JOIN pg_authid r ON r.rolname = $1
 LEFT JOIN pg_database d ON d.datname = $2`,
@@ -294,7 +299,7 @@ LEFT JOIN pg_database d ON d.datname = $2`,
 	if err != nil {
 		return false, fmt.Errorf("check role %s: %w", pl.role, err)
 	}
-	if !roleOK || !dbOK || stored == nil || !passwordVerifies(*stored, p.Password, pl.role) {
+	if !roleOK || !dbOK || stored == nil || !b.verified.verifies(*stored, p.Password, pl.role) {
 		return false, nil
 	}
 	if len(available) == 0 {

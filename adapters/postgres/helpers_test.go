@@ -45,13 +45,13 @@ func (l *recLogger) said() []string {
 
 // env is one test's view of the shared server.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	srv *pgserver.TestServer
 	log *recLogger
 	b   *postgres.Backend
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, srv: pgserver.Shared(t), log: &recLogger{}}
 	e.b = e.backend(e.srv.URL, postgres.Retain)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // scramIterations is PostgreSQL's default scram_iterations.
@@ -86,4 +87,38 @@ func scramVerifies(stored, password string) bool {
 	}
 	got, _, err := scramKeys(password, salt, iterations)
 	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
+}
+
+// verifiedCache is passwordVerifies with its answers remembered, keyed by a digest of what was
+// compared, never by the password itself. It forgets everything when it grows past
+// maxVerified, which bounds it without bookkeeping.
+type verifiedCache struct {
+	mu      sync.Mutex
+	answers map[[sha256.Size]byte]bool
+}
+
+const maxVerified = 10000
+
+func (c *verifiedCache) verifies(stored, password, role string) bool {
+	h := sha256.New()
+	for _, part := range []string{stored, password, role} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	c.mu.Lock()
+	answer, known := c.answers[key]
+	c.mu.Unlock()
+	if known {
+		return answer
+	}
+	answer = passwordVerifies(stored, password, role)
+	c.mu.Lock()
+	if c.answers == nil || len(c.answers) >= maxVerified {
+		c.answers = make(map[[sha256.Size]byte]bool)
+	}
+	c.answers[key] = answer
+	c.mu.Unlock()
+	return answer
 }

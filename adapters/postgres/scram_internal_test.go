@@ -1,0 +1,89 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+func TestVerifierIsPostgresFormatAndVerifies(t *testing.T) {
+	is := is.New(t)
+	v, err := scramVerifier("pencil")
+	is.NoErr(err)
+	is.True(strings.HasPrefix(v, "SCRAM-SHA-256$4096:")) // PostgreSQL's format and default iterations
+	is.True(passwordVerifies(v, "pencil", "letta"))      // the minted password verifies
+	is.True(!passwordVerifies(v, "Pencil", "letta"))     // another does not
+	w, err := scramVerifier("pencil")
+	is.NoErr(err)
+	is.True(v != w) // a fresh salt each time
+	is.True(!strings.Contains(v, "pencil"))
+}
+
+func TestMD5AndGarbageVerifiers(t *testing.T) {
+	is := is.New(t)
+	// md5 of "pencil" followed by the role name "letta", as PostgreSQL stores it.
+	is.True(passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "letta"))  // the minted password
+	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "other")) // salted by the role name
+	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "Pencil", "letta")) // another password
+	for _, stored := range []string{"", "plain", "md5short", "SCRAM-SHA-256$", "SCRAM-SHA-256$x:salt$a:b",
+		"SCRAM-SHA-256$4096:!!$a:b", "SCRAM-SHA-256$0:c2FsdA==$a:b", "SCRAM-SHA-256$4096:c2FsdA==$only"} {
+		is.True(!passwordVerifies(stored, "pencil", "letta")) // never true for what is not a verifier
+	}
+}
+
+func TestSASLprepCases(t *testing.T) {
+	is := is.New(t)
+	for in, want := range map[string]string{
+		"plain\x01ascii":       "plain\x01ascii", // ASCII is left as it is
+		"\ufb01sh":             "fish",           // NFKC
+		"no\u00a0break":        "no break",       // a non-ASCII space is a space
+		"soft\u00adhyphen":     "softhyphen",     // mapped to nothing
+		"\u05d0\u05d1":         "\u05d0\u05d1",   // right to left, well formed
+		"\ufb01\u05d0":         "\ufb01\u05d0",   // mixed directions: raw
+		"\ufb01\u0221":         "\ufb01\u0221",   // unassigned in Unicode 3.2: raw
+		"\u00ad":               "\u00ad",         // empty once mapped: raw
+		"\xff\ufb01":           "\xff\ufb01",     // not UTF-8: raw
+		"\u05d0a\u05d1":        "\u05d0a\u05d1",  // an L character among R: raw
+		"\u05d0\u05d1\u0661!a": "\u05d0\u05d1\u0661!a",
+	} {
+		is.Equal(saslprep(in), want) // PostgreSQL's rule
+	}
+}
+
+func TestVerifiedCacheAnswersAsPasswordVerifies(t *testing.T) {
+	is := is.New(t)
+	var c verifiedCache
+	v, err := scramVerifier("pencil")
+	is.NoErr(err)
+	for range 2 { // computed, then remembered
+		is.True(c.verifies(v, "pencil", "letta"))
+		is.True(!c.verifies(v, "other", "letta"))
+	}
+	for i := range maxVerified + 1 {
+		c.verifies("md5"+strings.Repeat("0", 32), string(rune('a'+i%26))+strings.Repeat("x", i%100), "r")
+	}
+	is.True(len(c.answers) <= maxVerified) // bounded
+	is.True(c.verifies(v, "pencil", "letta"))
+}
+
+func TestDatabaseNamePrecedence(t *testing.T) {
+	is := is.New(t)
+	db, _ := databaseOf("letta", map[string]any{"name": "from_values"}, map[string]any{"database": "from_derived"})
+	is.Equal(db, "from_derived") // derived wins
+	db, _ = databaseOf("letta", map[string]any{"name": "from_values"}, map[string]any{})
+	is.Equal(db, "from_values") // then values.name
+	db, _ = databaseOf("letta", map[string]any{}, nil)
+	is.Equal(db, "letta") // then the login
+	_, err := databaseOf("letta", nil, map[string]any{"database": []any{}})
+	is.Equal(err.Error(), "derived.database is []interface {}, not a string")
+}
+
+func TestExtensionsAreDeduplicatedInOrder(t *testing.T) {
+	is := is.New(t)
+	exts, err := extensionsOf(map[string]any{"extensions": []any{"vector", "pg_trgm", "vector"}})
+	is.NoErr(err)
+	is.Equal(exts, []string{"vector", "pg_trgm"})
+	_, err = extensionsOf(map[string]any{"extensions": []any{1.0}})
+	is.Equal(err.Error(), "values.extensions holds float64 1, not a name")
+}
