@@ -34,6 +34,12 @@ deps:
 	if [ -n "$$bad" ]; then echo "domain depends on more than ports and the standard library:"; echo "$$bad"; exit 1; fi; \
 	echo "deps: domain depends only on ports and the standard library"
 
+# The main job on an embedded default: a throwaway PostgreSQL under .run/, letta asking for
+# vector, pg_trgm and dblink, the provisioner in the foreground. Ctrl-C stops everything.
+run: build
+	$(GO) build -o bin/run ./tests/run
+	./bin/run
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 

@@ -139,15 +139,19 @@ func (h *Harness) pass(ctx context.Context) Report {
 }
 
 // Reconcile is one pass. One consumer's failure never stops the others'.
-func (h *Harness) Reconcile(ctx context.Context) Report {
+func (h *Harness) Reconcile(ctx context.Context) (r Report) {
+	start := h.clock.Now()
+	defer func() { r.Took = h.clock.Now().Sub(start) }()
+	r.Watched = []string{h.cfg.Receives}
 	given := h.readContributions()
 	if given == nil {
-		return Report{}
+		return r
 	}
-	r := Report{FileRead: true, Consumers: make(map[string]State, len(given))}
+	r.FileRead, r.Consumers = true, make(map[string]State, len(given))
 	want := make(map[string]bool, len(given))
 	for _, g := range given {
 		want[g.As] = true
+		r.Watched = append(r.Watched, g.Secret)
 	}
 	h.forget(want)
 

@@ -467,6 +467,20 @@ func TestPasswordIsScrubbedFromEveryLine(t *testing.T) {
 	}
 }
 
+func TestReportNamesTheFilesToWatchAndTheTime(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+	w.backend.createFn = func(context.Context, ports.Provision) { w.clk.Add(time.Second) } // a create takes a second
+	r := w.pass(0)
+	is.Equal(r.Watched, []string{receives, "/s/a", "/s/b"}) // the file and every secret, read or not
+	is.Equal(r.Took, time.Second)                           // by the loop's clock
+	w.remove(receives)
+	r = w.pass(0)
+	is.Equal(r.Watched, []string{receives}) // an unreadable file is still worth watching
+}
+
 func TestOneConsumersFailureDoesNotStopOthers(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)

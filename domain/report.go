@@ -1,5 +1,7 @@
 package domain
 
+import "time"
+
 // State is where a listed consumer stands after a pass.
 type State string
 
@@ -34,6 +36,11 @@ type Report struct {
 	Failures int
 	// Unchecked counts Holds calls that could not ask the backend.
 	Unchecked int
+	// Took is how long the pass took, by the loop's clock.
+	Took time.Duration
+	// Watched are the files the pass read or tried to: the contributions file and every listed
+	// consumer's secret. A change to one of them is worth a pass.
+	Watched []string
 }
 
 // Converged is whether the file was read and every listed consumer was held or created.

@@ -1,0 +1,172 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/novox/postgres-provider/adapters/logger"
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/domain"
+)
+
+// Config is the daemon's configuration, from flags and PROVISIONER_* variables.
+type Config struct {
+	Receives     string
+	Resource     string
+	DatabaseURL  string
+	Every        time.Duration
+	VerifyEvery  time.Duration
+	HoldsTimeout time.Duration
+	OnWithdraw   postgres.Policy
+	Once         bool
+	Listen       string
+	LogFormat    string
+	Version      bool
+	Help         bool
+}
+
+// errUsage is bad usage or configuration: exit code 2.
+type errUsage struct{ msg string }
+
+func (e errUsage) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
+
+// envName is the variable that stands for a flag: --holds-timeout is PROVISIONER_HOLDS_TIMEOUT.
+func envName(flagName string) string {
+	return "PROVISIONER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func flags(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.Receives, "receives", "", "the contributions file (required)")
+	fs.StringVar(&c.Resource, "resource", "postgres", "the requirement this provider serves")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "the provider's superuser connection; else DATABASE_URL, else libpq's PG* variables")
+	fs.DurationVar(&c.Every, "every", domain.DefaultEvery, "time between passes")
+	fs.DurationVar(&c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often to check that the server still holds each consumer")
+	fs.DurationVar(&c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "how long one check may take")
+	fs.Func("on-withdraw", "retain (default: the login goes, the data stays) or drop (database and role dropped)", func(s string) error {
+		c.OnWithdraw = postgres.Policy(s)
+		if c.OnWithdraw != postgres.Retain && c.OnWithdraw != postgres.Drop {
+			return errors.New("want retain or drop")
+		}
+		return nil
+	})
+	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created")
+	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (off by default)")
+	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text (the seed's lines) or json")
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	fs.BoolVar(&c.Help, "help", false, "print this help and exit")
+	return fs
+}
+
+// parse reads args, then, for each flag the command line did not set, its PROVISIONER_*
+// variable: a flag beats its variable. DATABASE_URL stands in where neither names the server.
+func parse(args []string, env map[string]string) (Config, error) {
+	c := Config{OnWithdraw: postgres.Retain}
+	fs := flags(&c)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{Help: true}, nil
+		}
+		return c, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := env[envName(f.Name)]
+		if err != nil || set[f.Name] || !ok {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = usagef("%s=%q: %v", envName(f.Name), v, e)
+		}
+	})
+	if err != nil {
+		return c, err
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = env["DATABASE_URL"]
+	}
+	if c.Help || c.Version {
+		return c, nil
+	}
+	return c, c.check()
+}
+
+func (c Config) check() error {
+	switch {
+	case c.Receives == "":
+		return usagef("--receives is required (or %s): the contributions file to read", envName("receives"))
+	case c.Resource == "":
+		return usagef("--resource is empty")
+	case c.Every <= 0:
+		return usagef("--every %s: want a positive duration", c.Every)
+	case c.VerifyEvery <= 0:
+		return usagef("--verify-every %s: want a positive duration", c.VerifyEvery)
+	case c.HoldsTimeout <= 0:
+		return usagef("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
+	case c.LogFormat != logger.Text && c.LogFormat != logger.JSON:
+		return usagef("--log-format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// redact is text with the password of a connection URL replaced, for messages about it.
+func redact(text, connURL string) string {
+	u, err := url.Parse(connURL)
+	if err != nil || u.User == nil {
+		return redactKeyValue(text, connURL)
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		for _, form := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
+			text = strings.ReplaceAll(text, form, "xxxxx")
+		}
+	}
+	return text
+}
+
+// redactKeyValue hides password=... of a key=value connection string.
+func redactKeyValue(text, conn string) string {
+	for _, field := range strings.Fields(conn) {
+		if k, v, ok := strings.Cut(field, "="); ok && k == "password" && v != "" {
+			text = strings.ReplaceAll(text, strings.Trim(v, "'"), "xxxxx")
+		}
+	}
+	return text
+}
+
+const usageText = `provisioner: the novox service mesh's PostgreSQL provider.
+
+Reads the consumers the mesh lists in the contributions file and brings each one's login,
+database and extensions into being on the server, under the password the mesh minted; checks
+that the server still holds them, repairs what drifted, withdraws what is no longer listed.
+
+Usage:
+  provisioner --receives PATH [flags]
+
+Flags (each also read from PROVISIONER_<NAME>, e.g. PROVISIONER_DATABASE_URL; a flag beats its
+variable):
+`
+
+func writeUsage(w io.Writer) {
+	var c Config
+	fs := flags(&c)
+	fs.SetOutput(w)
+	fmt.Fprint(w, usageText)
+	fs.PrintDefaults()
+	fmt.Fprint(w, `
+Exit codes: 0 normal end (SIGINT or SIGTERM), or with --once every consumer held or created;
+1 with --once when any is not, or the file said nothing; 2 bad usage or configuration.
+`)
+}

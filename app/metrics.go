@@ -1,0 +1,98 @@
+package app
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/novox/postgres-provider/domain"
+)
+
+// Metrics is what the reconcile loop does, in Prometheus' format on a registry of its own:
+// consumers by state, creates, re-applies, withdrawals and failures as counters, pass duration
+// as a histogram, and whether the contributions file and the server were last reachable.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	consumers          *prometheus.GaugeVec
+	passes             prometheus.Counter
+	creates, reapplies prometheus.Counter
+	withdrawals        prometheus.Counter
+	failures           prometheus.Counter
+	unchecked          prometheus.Counter
+	duration           prometheus.Histogram
+	readable, reached  prometheus.Gauge
+}
+
+// NewMetrics returns Metrics for the given resource, with Go and process metrics beside them.
+func NewMetrics(resource string) *Metrics {
+	labels := prometheus.Labels{"resource": resource}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		consumers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_consumers",
+			Help: "Listed consumers by state after the last pass that read the contributions file.", ConstLabels: labels}, []string{"state"}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_passes_total",
+			Help: "Reconcile passes run.", ConstLabels: labels}),
+		creates: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_creates_total",
+			Help: "Creates that succeeded for consumers that were new or changed.", ConstLabels: labels}),
+		reapplies: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_reapplies_total",
+			Help: "Creates that succeeded for consumers the backend no longer held.", ConstLabels: labels}),
+		withdrawals: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_withdrawals_total",
+			Help: "Consumers withdrawn from the backend.", ConstLabels: labels}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_failures_total",
+			Help: "Creates and removes that failed.", ConstLabels: labels}),
+		unchecked: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_holds_errors_total",
+			Help: "Checks that could not ask the backend.", ConstLabels: labels}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "provisioner_pass_duration_seconds",
+			Help: "How long a reconcile pass took.", ConstLabels: labels,
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60}}),
+		readable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_contributions_readable",
+			Help: "1 when the last pass could read and use the contributions file.", ConstLabels: labels}),
+		reached: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_backend_reachable",
+			Help: "1 when the server answered after the last pass.", ConstLabels: labels}),
+	}
+	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.failures, m.unchecked,
+		m.duration, m.readable, m.reached,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range domain.States {
+		m.consumers.WithLabelValues(string(s))
+	}
+	return m
+}
+
+// Observe counts one pass, and whether the server answered after it.
+func (m *Metrics) Observe(r domain.Report, reached bool) {
+	m.passes.Inc()
+	m.creates.Add(float64(r.Created))
+	m.reapplies.Add(float64(r.Reapplied))
+	m.withdrawals.Add(float64(r.Withdrawn))
+	m.failures.Add(float64(r.Failures))
+	m.unchecked.Add(float64(r.Unchecked))
+	m.duration.Observe(r.Took.Seconds())
+	m.readable.Set(boolean(r.FileRead))
+	m.reached.Set(boolean(reached))
+	if !r.FileRead {
+		return // nothing read says nothing of the consumers: the last counts stand
+	}
+	counts := make(map[domain.State]int, len(domain.States))
+	for _, s := range r.Consumers {
+		counts[s]++
+	}
+	for _, s := range domain.States {
+		m.consumers.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+}
+
+// Handler serves the metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func boolean(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,53 @@
+package app_test
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/app"
+	"github.com/novox/postgres-provider/domain"
+)
+
+func scrape(t *testing.T, m *app.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, err := io.ReadAll(rec.Body)
+	is.New(t).NoErr(err)
+	return string(body)
+}
+
+func TestPassesAreCounted(t *testing.T) {
+	is := is.New(t)
+	m := app.NewMetrics("postgres")
+	m.Observe(domain.Report{FileRead: true, Created: 2, Failures: 1, Took: 20 * time.Millisecond, Consumers: map[string]domain.State{
+		"a": domain.StateApplied, "b": domain.StateApplied, "c": domain.StateFailing}}, true)
+	m.Observe(domain.Report{FileRead: true, Reapplied: 1, Withdrawn: 1, Unchecked: 1, Consumers: map[string]domain.State{
+		"a": domain.StateBraked, "c": domain.StateWaitingForSecret}}, true)
+	m.Observe(domain.Report{}, false) // the file unreadable, the server down
+	out := scrape(t, m)
+	for _, want := range []string{
+		`provisioner_passes_total{resource="postgres"} 3`,
+		`provisioner_creates_total{resource="postgres"} 2`,
+		`provisioner_reapplies_total{resource="postgres"} 1`,
+		`provisioner_withdrawals_total{resource="postgres"} 1`,
+		`provisioner_failures_total{resource="postgres"} 1`,
+		`provisioner_holds_errors_total{resource="postgres"} 1`,
+		`provisioner_consumers{resource="postgres",state="braked"} 1`,
+		`provisioner_consumers{resource="postgres",state="waiting_for_secret"} 1`,
+		`provisioner_consumers{resource="postgres",state="applied"} 0`,
+		`provisioner_consumers{resource="postgres",state="failing"} 0`,
+		`provisioner_contributions_readable{resource="postgres"} 0`,
+		`provisioner_backend_reachable{resource="postgres"} 0`,
+		`provisioner_pass_duration_seconds_count{resource="postgres"} 3`,
+		`provisioner_pass_duration_seconds_bucket{resource="postgres",le="0.05"} 3`,
+		`provisioner_pass_duration_seconds_bucket{resource="postgres",le="0.01"} 2`,
+	} {
+		is.True(strings.Contains(out, want+"\n")) // each metric as the last passes left it
+	}
+}
