@@ -113,6 +113,7 @@ func (d *daemon) run(ctx context.Context) error {
 		d.log.Log(ports.Entry{Level: slog.LevelWarn, Message: fmt.Sprintf("cannot watch files, passes run on the timer only: %v", err)})
 	} else {
 		defer w.Close()
+		w.Watch([]string{d.cfg.Receives}) // before the first pass reads it
 		wake = w.Wake()
 	}
 	d.log.Log(ports.Entry{Level: slog.LevelInfo, Message: fmt.Sprintf("starting: reading %s every %s, verifying every %s, on withdraw %s",

@@ -46,7 +46,8 @@ func New(debounce time.Duration, errs func(error)) (*Watcher, error) {
 func (w *Watcher) Wake() <-chan struct{} { return w.wake }
 
 // Watch makes the watched folders those of files: new ones are added, ones no longer needed
-// are dropped. A folder that does not exist yet is tried again on the next call.
+// are dropped. A folder that does not exist yet is tried again on the next call. Adding a
+// folder wakes the loop: what changed there between the loop's last read and now was not seen.
 func (w *Watcher) Watch(files []string) {
 	want := make([]string, 0, len(files))
 	for _, f := range files {
@@ -62,7 +63,7 @@ func (w *Watcher) Watch(files []string) {
 			_ = w.w.Remove(dir)
 		}
 	}
-	watching := want[:0:0]
+	watching, added := want[:0:0], false
 	for _, dir := range want {
 		if slices.Contains(w.folders, dir) {
 			watching = append(watching, dir)
@@ -77,8 +78,20 @@ func (w *Watcher) Watch(files []string) {
 		}
 		delete(w.failed, dir)
 		watching = append(watching, dir)
+		added = true
 	}
 	w.folders = watching
+	if added {
+		w.poke()
+	}
+}
+
+// poke delivers a wake-up unless one is already waiting.
+func (w *Watcher) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Close stops watching.
@@ -111,10 +124,7 @@ func (w *Watcher) loop() {
 			w.errs(err)
 		case <-fire:
 			fire = nil
-			select {
-			case w.wake <- struct{}{}:
-			default: // a wake-up is already waiting
-			}
+			w.poke()
 		}
 	}
 }

@@ -30,6 +30,7 @@ func TestReplacingTheFileByRenameWakes(t *testing.T) {
 	is.NoErr(err)
 	defer w.Close()
 	w.Watch([]string{file})
+	is.True(woken(w)) // a folder newly watched wakes: what changed before was not seen
 
 	tmp := filepath.Join(dir, ".contributions.json.tmp")
 	is.NoErr(os.WriteFile(tmp, []byte(`{"given": []}`), 0o600))
@@ -50,10 +51,16 @@ func TestSecretFolderIsWatchedAndDroppedFolderIsNot(t *testing.T) {
 	is.NoErr(err)
 	defer w.Close()
 	w.Watch([]string{filepath.Join(files, "c.json"), filepath.Join(secrets, "letta")})
+	is.True(woken(w)) // the new folders
 	is.NoErr(os.WriteFile(filepath.Join(secrets, "letta"), []byte("pw"), 0o600))
 	is.True(woken(w)) // a secret written after the file wakes the loop
 
-	w.Watch([]string{filepath.Join(files, "c.json")})
+	w.Watch([]string{filepath.Join(files, "c.json")}) // dropping a folder adds none: no wake-up
+	select {
+	case <-w.Wake():
+		t.Fatal("dropping a folder woke the loop")
+	default:
+	}
 	is.NoErr(os.WriteFile(filepath.Join(files, "c.json"), []byte("{}"), 0o600))
 	is.True(woken(w)) // the file's folder still wakes
 }
@@ -71,6 +78,7 @@ func TestMissingFolderIsSaidAndTriedAgain(t *testing.T) {
 	is.Equal(len(said), 1) // a folder that does not exist is said, once
 	is.NoErr(os.Mkdir(later, 0o700))
 	w.Watch([]string{filepath.Join(later, "c.json")}) // tried again
+	is.True(woken(w))                                 // and, added now, wakes
 	is.NoErr(os.WriteFile(filepath.Join(later, "c.json"), []byte("{}"), 0o600))
 	is.True(woken(w)) // and watched once it exists
 }

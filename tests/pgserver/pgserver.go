@@ -48,6 +48,8 @@ type Options struct {
 	Dir string
 	// Settings are extra server settings (-c name=value).
 	Settings map[string]string
+	// Port is the port to listen on; 0 picks a free one.
+	Port int
 }
 
 // Start initialises and starts a server, and waits until it takes connections.
@@ -87,11 +89,11 @@ func Start(opts Options) (*Server, error) {
 		return nil, s.fail(err)
 	}
 	for attempt := 0; ; attempt++ {
-		err = s.start(run, data, password, opts.Settings)
+		err = s.start(run, data, password, opts)
 		if err == nil {
 			return s, nil
 		}
-		if attempt == 2 { // a port taken between choosing and binding it is tried again
+		if attempt == 2 || opts.Port != 0 { // a port taken between choosing and binding it is tried again
 			return nil, s.fail(err)
 		}
 	}
@@ -122,11 +124,14 @@ func (s *Server) storedPassword() (string, error) {
 	return strings.TrimSpace(string(raw)), err
 }
 
-func (s *Server) start(run *syscall.Credential, data, password string, settings map[string]string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+func (s *Server) start(run *syscall.Credential, data, password string, opts Options) error {
+	port, err := opts.Port, error(nil)
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return err
+		}
 	}
+	settings := opts.Settings
 	s.Port = port
 	s.LogPath = filepath.Join(s.Dir, "server.log")
 	logFile, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -193,7 +198,8 @@ func (s *Server) tail() string {
 	return string(raw)
 }
 
-// Stop shuts the server down (fast mode) and removes what Start made.
+// Stop shuts the server down (fast mode) and removes what Start made; a Dir given in Options
+// stays, and a later Start on it finds the same data.
 func (s *Server) Stop() error {
 	err := s.stopServer()
 	if s.owned {

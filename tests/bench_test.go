@@ -1,0 +1,84 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// BenchmarkFileChangeToRole is the time from the mesh replacing the contributions file to the
+// new consumer's role existing on the server, with the timer an hour away: the watch, its
+// debounce, one pass and one Create. The provisioner is built without the race detector.
+func BenchmarkFileChangeToRole(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "provisioner")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/provisioner").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v: %s", err, out)
+	}
+	url := pgserver.Shared(b).URL
+	m := newMesh(b)
+	m.give()
+	cmd := exec.Command(bin, "--receives", m.file, "--database-url", url, "--every", "1h")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+
+	// One connection to poll on: a new one per poll would cost more than what is measured.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	change := func(as string) {
+		m.give(consumer{as: as, password: randomHex(8)}) // the previous consumer leaves as this one comes
+		await(b, conn, "SELECT count(*) FROM pg_roles WHERE rolname = '"+as+"'")
+	}
+	// settle waits for the rest of the pass that made as: its database, then the previous
+	// consumer withdrawn, which is the pass's last step. Otherwise the next change would be
+	// caught by a pass already under way, and the figure would flatter the watch.
+	settle := func(as, previous string) {
+		await(b, conn, "SELECT count(*) FROM pg_database WHERE datname = '"+as+"'")
+		if previous != "" {
+			await(b, conn, "SELECT count(*) FROM pg_roles WHERE rolname = '"+previous+"' AND NOT rolcanlogin")
+		}
+	}
+	// Two changes first, not timed: the passes of the start (the first, and the one the new
+	// watch asks for) are over by then.
+	previous := ""
+	for range 2 {
+		as := name("watch")
+		change(as)
+		settle(as, previous)
+		previous = as
+	}
+	b.ResetTimer()
+	for range b.N {
+		as := name("watch")
+		change(as)
+		b.StopTimer()
+		settle(as, previous)
+		previous = as
+		b.StartTimer()
+	}
+}
+
+// await polls until sql counts one row, for up to 30 s.
+func await(b *testing.B, conn *pgx.Conn, sql string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, sql).Scan(&n); err == nil && n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("never: %s", sql)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

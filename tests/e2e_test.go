@@ -1,0 +1,194 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// daemonArgs are short intervals so that a test sees a verify interval go by.
+func daemonArgs(m *mesh, url string, more ...string) []string {
+	return append([]string{"--receives", m.file, "--database-url", url, "--every", "200ms", "--verify-every", "1s"}, more...)
+}
+
+func TestConsumerLifecycleRetain(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: "first-" + randomHex(6), extensions: []string{"pg_trgm", "dblink"}}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, url)...)
+
+	// A consumer added: it logs in with the minted password.
+	eventually(t, "letta logs in", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	is.NoErr(query(t, url, letta.as, "CREATE TABLE notes AS SELECT g FROM generate_series(1, 100) g"))
+	eventually(t, "ready", func() bool { code, _ := p.get("/readyz"); return code == 200 })
+
+	// Its password rotated: the old one is refused, the new one accepted.
+	old := letta.password
+	letta.password = "second-" + randomHex(6)
+	m.give(letta)
+	eventually(t, "the new password works", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	is.True(login(t, url, letta.as, old, letta.as) != nil) // the old one is refused
+
+	// An extension dropped behind its back is restored within a verify interval.
+	is.NoErr(query(t, url, letta.as, "DROP EXTENSION dblink"))
+	eventually(t, "dblink is back", func() bool {
+		var n int
+		return query(t, url, letta.as, "SELECT count(*) FROM pg_extension WHERE extname = 'dblink'", &n) == nil && n == 1
+	})
+	is.True(p.count("the backend no longer holds it; applying again") >= 1) // and it said so
+
+	// The file replaced by garbage: nothing withdrawn, said once.
+	m.writeFile(m.file, "{ torn")
+	p.passes(5)
+	is.NoErr(login(t, url, letta.as, letta.password, letta.as)) // still there
+	is.Equal(p.count("contributions file is not JSON"), 1)      // said once over five passes
+	is.Equal(p.count("withdrawing"), 0)                         // nothing withdrawn
+	eventually(t, "not ready", func() bool { code, _ := p.get("/readyz"); return code == 503 })
+	is.Equal(p.metric(`provisioner_contributions_readable{resource="postgres"}`), 0.0) // and the metric says so
+	m.give(letta)
+	eventually(t, "readable again", func() bool { return p.count("contributions file readable again") == 1 })
+
+	// The consumer removed: no login, the data kept.
+	m.give()
+	eventually(t, "letta can no longer log in", func() bool { return login(t, url, letta.as, letta.password, letta.as) != nil })
+	var rows int
+	is.NoErr(query(t, url, letta.as, "SELECT count(*) FROM notes", &rows))
+	is.Equal(rows, 100) // every row kept
+	is.True(p.metric(`provisioner_withdrawals_total{resource="postgres"}`) >= 1)
+
+	is.Equal(p.stop(), 0) // SIGTERM: exit 0
+	is.True(strings.Contains(p.stderr.String(), "[provisioner:postgres] stopped"))
+	is.True(!strings.Contains(p.stderr.String(), old))            // no password said
+	is.True(!strings.Contains(p.stderr.String(), letta.password)) // at any point
+}
+
+func TestConsumerRemovedWithDropLeavesNothing(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, url, "--on-withdraw", "drop")...)
+	eventually(t, "letta logs in", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	m.give()
+	eventually(t, "role and database gone", func() bool {
+		var left int
+		err := query(t, url, "", fmt.Sprintf(`SELECT (SELECT count(*) FROM pg_roles WHERE rolname = '%[1]s')
+			+ (SELECT count(*) FROM pg_database WHERE datname = '%[1]s')`, letta.as), &left)
+		return err == nil && left == 0
+	})
+	is.Equal(p.stop(), 0)
+}
+
+func TestWatchStartsAPassAtOnce(t *testing.T) {
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	m.give()
+	// Passes on the timer only once an hour: only the watch can make letta in time.
+	start(t, nil, "--receives", m.file, "--database-url", url, "--every", "1h")
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	eventually(t, "letta made by a pass the file change started", func() bool {
+		return login(t, url, letta.as, letta.password, letta.as) == nil
+	})
+}
+
+func TestSecretWrittenAfterTheFile(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	is.NoErr(os.Remove(m.secret(letta.as))) // the host has not written it yet
+	p := start(t, nil, "--receives", m.file, "--database-url", url, "--every", "1h")
+	eventually(t, "waiting for the secret", func() bool { return p.count(letta.as+": secret not readable yet") == 1 })
+	m.writeFile(m.secret(letta.as), letta.password+"\n")
+	eventually(t, "letta made once the secret is there", func() bool {
+		return login(t, url, letta.as, letta.password, letta.as) == nil
+	})
+}
+
+func TestServerDownAtStartIsNotFatal(t *testing.T) {
+	is := is.New(t)
+	// Not t.TempDir, whose parent only root may enter: the server may run as the postgres OS user.
+	dir, err := os.MkdirTemp("", "provisioner-down-")
+	is.NoErr(err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	is.NoErr(os.Chmod(dir, 0o755))
+	srv, err := pgserver.Start(pgserver.Options{Dir: dir + "/pg"})
+	is.NoErr(err)
+	url, port := srv.URL, srv.Port
+	is.NoErr(srv.Stop()) // the data stays; the server is down
+
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, url)...)
+	eventually(t, "the failure said", func() bool { return p.count(letta.as+": create failed, will retry: connect: ") == 1 })
+	code, body := p.get("/readyz")
+	is.Equal(code, 503) // not ready while the server is down
+	is.True(strings.Contains(body, "the server cannot be reached"))
+
+	srv, err = pgserver.Start(pgserver.Options{Dir: dir + "/pg", Port: port})
+	is.NoErr(err)
+	defer srv.Stop()
+	eventually(t, "letta made once the server is back", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	eventually(t, "recovery said", func() bool { return p.count(letta.as+": created, after ") == 1 })
+	eventually(t, "ready", func() bool { code, _ := p.get("/readyz"); return code == 200 })
+	is.Equal(p.stop(), 0)
+}
+
+func TestJSONLogsCarryTheConsumer(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8), extensions: []string{"no_such_extension"}}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, url, "--log-format", "json")...)
+	eventually(t, "the skipped extension said", func() bool { return p.count("no_such_extension") >= 1 })
+	is.Equal(p.stop(), 0)
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		var e map[string]any
+		is.NoErr(json.Unmarshal([]byte(line), &e)) // every line is JSON
+		if strings.Contains(e["msg"].(string), "no_such_extension") {
+			is.Equal(e["consumer"], letta.as) // the consumer as a field
+			is.Equal(e["resource"], "postgres")
+			is.Equal(e["level"], "WARN")
+			found = true
+		}
+	}
+	is.True(found)
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta, consumer{as: name("waiting"), password: "x"})
+	is.NoErr(os.Remove(m.secret(letta.as)))
+	p := start(t, nil, daemonArgs(m, url)...)
+	code, body := p.get("/healthz")
+	for code == 0 { // the listener comes up with the process
+		code, body = p.get("/healthz")
+	}
+	is.Equal(code, 200)
+	is.Equal(body, "ok\n")
+	eventually(t, "one waiting, one applied", func() bool {
+		return p.metric(`provisioner_consumers{resource="postgres",state="waiting_for_secret"}`) == 1 &&
+			p.metric(`provisioner_consumers{resource="postgres",state="applied"}`) == 1
+	})
+	is.Equal(p.metric(`provisioner_creates_total{resource="postgres"}`), 1.0)
+	is.True(p.metric(`provisioner_pass_duration_seconds_count{resource="postgres"}`) >= 1)
+	is.Equal(p.metric(`provisioner_backend_reachable{resource="postgres"}`), 1.0)
+	is.Equal(p.metric(`provisioner_contributions_readable{resource="postgres"}`), 1.0)
+}

@@ -1,0 +1,271 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// binary is the provisioner built for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "provisioner-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "provisioner")
+	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/provisioner")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build the provisioner:", err)
+		os.Exit(1)
+	}
+	code := pgserver.Main(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var ctx = context.Background()
+
+var serial atomic.Int64
+var run = randomHex(3)
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func name(base string) string { return fmt.Sprintf("%s_%s_%d", base, run, serial.Add(1)) }
+
+// buffer is an io.Writer safe to read while the process writes it.
+type buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proc is one provisioner process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *buffer
+	listen string
+	exited chan struct{}
+	err    error
+}
+
+// start runs the provisioner with args and --listen on a free port; it is stopped with the test.
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, stderr: &buffer{}, listen: freeAddr(t), exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, append(args, "--listen", p.listen)...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
+	is.New(t).NoErr(p.cmd.Start()) // start the provisioner
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("provisioner said:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and answers the exit code.
+func (p *proc) stop() int {
+	p.t.Helper()
+	is.New(p.t).NoErr(p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(60 * time.Second):
+		p.t.Fatal("the provisioner did not stop on SIGTERM")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// count is how many lines the provisioner said that contain part.
+func (p *proc) count(part string) int { return strings.Count(p.stderr.String(), part) }
+
+// get fetches a path of the provisioner's HTTP endpoints: status and body.
+func (p *proc) get(path string) (int, string) {
+	resp, err := http.Get("http://" + p.listen + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// metric is the value of a sample of /metrics, -1 where it is not there (yet).
+func (p *proc) metric(sample string) float64 {
+	_, body := p.get("/metrics")
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// passes waits until the provisioner has run n more passes than now.
+func (p *proc) passes(n int) {
+	p.t.Helper()
+	const sample = `provisioner_passes_total{resource="postgres"}`
+	var now float64
+	eventually(p.t, "the first pass", func() bool { now = p.metric(sample); return now >= 1 })
+	eventually(p.t, fmt.Sprintf("%d more passes", n), func() bool { return p.metric(sample) >= now+float64(n) })
+}
+
+// eventually polls cond until it holds or a deadline passes: the provisioner runs on its own.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	is.New(t).NoErr(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// mesh is a contributions file and its secrets in a folder of the test's.
+type mesh struct {
+	t    testing.TB
+	dir  string
+	file string
+}
+
+func newMesh(t testing.TB) *mesh {
+	dir := t.TempDir()
+	return &mesh{t: t, dir: dir, file: filepath.Join(dir, "contributions.json")}
+}
+
+type consumer struct {
+	as, password string
+	extensions   []string
+}
+
+func (m *mesh) secret(as string) string { return filepath.Join(m.dir, as+".postgres") }
+
+// give replaces the contributions file, by rename as the mesh does, and writes each secret.
+func (m *mesh) give(cs ...consumer) {
+	m.t.Helper()
+	given := []any{}
+	for _, c := range cs {
+		exts := c.extensions
+		if exts == nil {
+			exts = []string{}
+		}
+		given = append(given, map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
+			"values": map[string]any{"name": c.as, "extensions": exts}})
+		m.writeFile(m.secret(c.as), c.password+"\n")
+	}
+	raw, err := json.Marshal(map[string]any{"requirement": "postgres", "given": given})
+	is.New(m.t).NoErr(err)
+	m.writeFile(m.file, string(raw))
+}
+
+func (m *mesh) writeFile(path, content string) {
+	m.t.Helper()
+	tmp := path + ".tmp"
+	is.New(m.t).NoErr(os.WriteFile(tmp, []byte(content), 0o600))
+	is.New(m.t).NoErr(os.Rename(tmp, path))
+}
+
+// login tries to connect as user to db.
+func login(t testing.TB, url, user, password, db string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	cfg.User, cfg.Password, cfg.Database = user, password, db
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(c, cfg)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+// query runs sql in db as the superuser and scans one row into dest.
+func query(t testing.TB, url, db, sql string, dest ...any) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	if db != "" {
+		cfg.Database = db
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if len(dest) == 0 {
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	return conn.QueryRow(ctx, sql).Scan(dest...)
+}
+
+// runOnce runs the provisioner to its end and answers its exit code and what it said.
+func runOnce(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+		t.Fatalf("run the provisioner: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
+}
