@@ -26,7 +26,7 @@ func TestConsumerLifecycleRetain(t *testing.T) {
 	p := start(t, nil, daemonArgs(m, url)...)
 
 	// A consumer added: it logs in with the minted password.
-	eventually(t, "letta logs in", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
 	is.NoErr(query(t, url, letta.as, "CREATE TABLE notes AS SELECT g FROM generate_series(1, 100) g"))
 	eventually(t, "ready", func() bool { code, _ := p.get("/readyz"); return code == 200 })
 
@@ -34,7 +34,7 @@ func TestConsumerLifecycleRetain(t *testing.T) {
 	old := letta.password
 	letta.password = "second-" + randomHex(6)
 	m.give(letta)
-	eventually(t, "the new password works", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	eventually(t, "the new password works", func() bool { return letta.logsIn(t, url) })
 	is.True(login(t, url, letta.as, old, letta.as) != nil) // the old one is refused
 
 	// An extension dropped behind its back is restored within a verify interval.
@@ -48,9 +48,9 @@ func TestConsumerLifecycleRetain(t *testing.T) {
 	// The file replaced by garbage: nothing withdrawn, said once.
 	m.writeFile(m.file, "{ torn")
 	p.passes(5)
-	is.NoErr(login(t, url, letta.as, letta.password, letta.as)) // still there
-	is.Equal(p.count("contributions file is not JSON"), 1)      // said once over five passes
-	is.Equal(p.count("withdrawing"), 0)                         // nothing withdrawn
+	is.True(letta.logsIn(t, url))                          // still there
+	is.Equal(p.count("contributions file is not JSON"), 1) // said once over five passes
+	is.Equal(p.count("withdrawing"), 0)                    // nothing withdrawn
 	eventually(t, "not ready", func() bool { code, _ := p.get("/readyz"); return code == 503 })
 	is.Equal(p.metric(`provisioner_contributions_readable{resource="postgres"}`), 0.0) // and the metric says so
 	m.give(letta)
@@ -58,7 +58,7 @@ func TestConsumerLifecycleRetain(t *testing.T) {
 
 	// The consumer removed: no login, the data kept.
 	m.give()
-	eventually(t, "letta can no longer log in", func() bool { return login(t, url, letta.as, letta.password, letta.as) != nil })
+	eventually(t, "letta can no longer log in", func() bool { return !letta.logsIn(t, url) })
 	var rows int
 	is.NoErr(query(t, url, letta.as, "SELECT count(*) FROM notes", &rows))
 	is.Equal(rows, 100) // every row kept
@@ -77,7 +77,7 @@ func TestConsumerRemovedWithDropLeavesNothing(t *testing.T) {
 	letta := consumer{as: name("letta"), password: randomHex(8)}
 	m.give(letta)
 	p := start(t, nil, daemonArgs(m, url, "--on-withdraw", "drop")...)
-	eventually(t, "letta logs in", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
 	m.give()
 	eventually(t, "role and database gone", func() bool {
 		var left int
@@ -97,7 +97,7 @@ func TestWatchStartsAPassAtOnce(t *testing.T) {
 	letta := consumer{as: name("letta"), password: randomHex(8)}
 	m.give(letta)
 	eventually(t, "letta made by a pass the file change started", func() bool {
-		return login(t, url, letta.as, letta.password, letta.as) == nil
+		return letta.logsIn(t, url)
 	})
 }
 
@@ -112,7 +112,7 @@ func TestSecretWrittenAfterTheFile(t *testing.T) {
 	eventually(t, "waiting for the secret", func() bool { return p.count(letta.as+": secret not readable yet") == 1 })
 	m.writeFile(m.secret(letta.as), letta.password+"\n")
 	eventually(t, "letta made once the secret is there", func() bool {
-		return login(t, url, letta.as, letta.password, letta.as) == nil
+		return letta.logsIn(t, url)
 	})
 }
 
@@ -140,7 +140,7 @@ func TestServerDownAtStartIsNotFatal(t *testing.T) {
 	srv, err = pgserver.Start(pgserver.Options{Dir: dir + "/pg", Port: port})
 	is.NoErr(err)
 	defer srv.Stop()
-	eventually(t, "letta made once the server is back", func() bool { return login(t, url, letta.as, letta.password, letta.as) == nil })
+	eventually(t, "letta made once the server is back", func() bool { return letta.logsIn(t, url) })
 	eventually(t, "recovery said", func() bool { return p.count(letta.as+": created, after ") == 1 })
 	eventually(t, "ready", func() bool { code, _ := p.get("/readyz"); return code == 200 })
 	is.Equal(p.stop(), 0)

@@ -219,6 +219,11 @@ func (m *mesh) writeFile(path, content string) {
 	is.New(m.t).NoErr(os.Rename(tmp, path))
 }
 
+// logsIn is whether c can log in to its database with its password.
+func (c consumer) logsIn(t testing.TB, url string) bool {
+	return login(t, url, c.as, c.password, c.as) == nil
+}
+
 // login tries to connect as user to db.
 func login(t testing.TB, url, user, password, db string) error {
 	cfg, err := pgx.ParseConfig(url)

@@ -4,12 +4,15 @@ import (
 	"testing"
 )
 
+// benchCases are the consumers the Create and Holds benchmarks measure.
+var benchCases = []struct {
+	name string
+	exts []string
+}{{"no extensions", nil}, {"three extensions", []string{"pg_trgm", "dblink", "vector"}}}
+
 // BenchmarkCreate is one consumer's Create when it already exists: what every re-apply costs.
 func BenchmarkCreate(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		exts []string
-	}{{"no extensions", nil}, {"three extensions", []string{"pg_trgm", "dblink", "vector"}}} {
+	for _, c := range benchCases {
 		b.Run(c.name, func(b *testing.B) {
 			e := newEnv(b)
 			p := provision(name("bench"), c.exts...)
@@ -37,10 +40,7 @@ func BenchmarkCreateNew(b *testing.B) {
 
 // BenchmarkHolds is one consumer's check: what every verify interval costs per consumer.
 func BenchmarkHolds(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		exts []string
-	}{{"no extensions", nil}, {"three extensions", []string{"pg_trgm", "dblink", "vector"}}} {
+	for _, c := range benchCases {
 		b.Run(c.name, func(b *testing.B) {
 			e := newEnv(b)
 			p := provision(name("bench"), c.exts...)
