@@ -12,6 +12,7 @@ build:
 
 # Every test, under the race detector, after the checks that need no server.
 test: lint deps
+	@bash .ci/ensure-postgres
 	$(GO) test -race -count=1 ./...
 
 # The domain's statement coverage (the target is at least 95%).
@@ -37,6 +38,7 @@ deps:
 # The main job on an embedded default: a throwaway PostgreSQL under .run/, letta asking for
 # vector, pg_trgm and dblink, the provisioner in the foreground. Ctrl-C stops everything.
 run: build
+	@bash .ci/ensure-postgres
 	$(GO) build -o bin/run ./tests/run
 	./bin/run
 

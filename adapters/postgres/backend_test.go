@@ -364,3 +364,20 @@ func TestErrorsWhileTheServerIsDownAreClear(t *testing.T) {
 	_, err = down.Holds(ctx, p)
 	is.True(err != nil) // cannot ask is an error, not "not held"
 }
+
+func TestExtensionsGoToPublicNotASchemaTheConsumerMadeForTheProvider(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("schema"))
+	e.mustCreate(p)
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	var provider string
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT current_user").Scan(&provider))
+	_, err := conn.Exec(ctx, "CREATE SCHEMA "+provider) // first on the provider's "$user" search path
+	is.NoErr(err)
+	p.Values["extensions"] = []any{"pg_trgm"}
+	e.mustCreate(p)
+	var schema string
+	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&schema))
+	is.Equal(schema, "public") // not in the schema the consumer owns and named after us
+}
