@@ -46,14 +46,26 @@ type Config struct {
 	OnWithdraw Policy
 	// Log is where the adapter says what an operator needs to know (an extension skipped).
 	Log ports.Logger
+	// Timeout bounds one Create or Remove, waiting for the consumer's lock included; zero is
+	// DefaultTimeout. Holds is bounded by its caller.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is Config.Timeout's default: long enough for CREATE DATABASE on a busy
+// server, short enough that a server that stopped answering does not stall the loop.
+const DefaultTimeout = 2 * time.Minute
+
+// defaultConnectTimeout applies where the URL names no connect_timeout: a server whose packets
+// are dropped fails the attempt rather than hanging it.
+const defaultConnectTimeout = 10 * time.Second
 
 // Backend provisions consumers on one PostgreSQL server. It is safe for concurrent use.
 type Backend struct {
-	pool   *pgxpool.Pool
-	policy Policy
-	log    ports.Logger
-	self   string // the provider's own role, never given to a consumer
+	pool    *pgxpool.Pool
+	policy  Policy
+	timeout time.Duration
+	log     ports.Logger
+	self    string // the provider's own role, never given to a consumer
 
 	// verified remembers which stored verifiers a password was checked against, so that a
 	// verify pass does not run PBKDF2 (4096 rounds) per consumer while nothing changed.
@@ -77,11 +89,17 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	pc.MaxConnIdleTime = 5 * time.Minute
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	return &Backend{pool: pool, policy: cfg.OnWithdraw, log: cfg.Log, self: pc.ConnConfig.User}, nil
+	return &Backend{pool: pool, policy: cfg.OnWithdraw, timeout: cfg.Timeout, log: cfg.Log, self: pc.ConnConfig.User}, nil
 }
 
 // Close ends the Backend's connections.
@@ -105,7 +123,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
 	if err != nil {
 		return fmt.Errorf("create role %s: %w", pl.role, err)
 	}
-	return b.locked(ctx, pl.role, func(conn *pgxpool.Conn) error {
+	return b.locked(ctx, pl.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if err := ensureRole(ctx, conn, pl.role, verifier); err != nil {
 			return fmt.Errorf("create role %s: %w", pl.role, err)
 		}
@@ -116,10 +134,12 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
 	})
 }
 
-// locked runs fn on one connection while it holds the advisory lock for the consumer's login.
-// The lock is the server's, so two providers, or two Creates here, never interleave on one
-// consumer.
-func (b *Backend) locked(ctx context.Context, role string, fn func(*pgxpool.Conn) error) error {
+// locked runs fn on one connection while it holds the advisory lock for the consumer's login,
+// all within the Backend's timeout. The lock is the server's, so two providers, or two Creates
+// here, never interleave on one consumer.
+func (b *Backend) locked(ctx context.Context, role string, fn func(context.Context, *pgxpool.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -137,7 +157,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(*pgxpool.Conn
 			_ = conn.Conn().Close(uctx)
 		}
 	}()
-	return fn(conn)
+	return fn(ctx, conn)
 }
 
 // ensureRole creates the role or brings it back to LOGIN with no powers and the verifier as its
@@ -339,7 +359,7 @@ func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any)
 			return err
 		}
 	}
-	return b.locked(ctx, as, func(conn *pgxpool.Conn) error {
+	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if b.policy == Retain {
 			_, err := conn.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN")
 			if pgCode(err) == undefinedObject {

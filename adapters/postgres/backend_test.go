@@ -1,11 +1,14 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/matryer/is"
@@ -380,4 +383,31 @@ func TestExtensionsGoToPublicNotASchemaTheConsumerMadeForTheProvider(t *testing.
 	var schema string
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&schema))
 	is.Equal(schema, "public") // not in the schema the consumer owns and named after us
+}
+
+func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	// A listener that takes connections and never says a word: a hung server.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	is.NoErr(err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	hung, err := postgres.New(postgres.Config{URL: "postgres://postgres:x@" + l.Addr().String() + "/postgres?sslmode=disable",
+		Timeout: 300 * time.Millisecond, Log: e.log})
+	is.NoErr(err)
+	defer hung.Close()
+	err = hung.Create(ctx, provision(name("hung")))
+	is.True(err != nil)                               // it gave up
+	is.True(errors.Is(err, context.DeadlineExceeded)) // at its timeout
+	err = hung.Remove(ctx, name("hung"), nil)
+	is.True(errors.Is(err, context.DeadlineExceeded)) // and so does Remove
 }
