@@ -95,6 +95,7 @@ type daemon struct {
 
 	ready    atomic.Bool
 	notReady atomic.Value // string: why /readyz says no
+	checked  bool         // whether the provider's role was checked for superuser, once reached
 }
 
 func (d *daemon) run(ctx context.Context) error {
@@ -139,6 +140,9 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	err := d.backend.Ping(pctx)
 	cancel()
 	d.metrics.Observe(r, err == nil)
+	if err == nil && !d.checked {
+		d.checkSuperuser(ctx)
+	}
 	switch {
 	case !r.FileRead:
 		d.notReady.Store("the contributions file could not be read or used")
@@ -146,6 +150,22 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 		d.notReady.Store("the server cannot be reached")
 	}
 	d.ready.Store(r.FileRead && err == nil)
+}
+
+// checkSuperuser says, once, when the provider's role is not a superuser: every create of a
+// consumer with an untrusted extension, and every check, would fail without one.
+func (d *daemon) checkSuperuser(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	super, err := d.backend.Superuser(cctx)
+	if err != nil {
+		return // asked again after the next pass
+	}
+	d.checked = true
+	if !super {
+		d.log.Log(ports.Entry{Level: slog.LevelError, Message: "the provider's role is not a superuser: it cannot create " +
+			"untrusted extensions (vector, dblink) nor check stored passwords; connect as a superuser (--database-url)"})
+	}
 }
 
 // serve starts the HTTP endpoints when --listen names an address; it answers how to stop them.

@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -191,4 +192,20 @@ func TestHealthAndMetrics(t *testing.T) {
 	is.True(p.metric(`provisioner_pass_duration_seconds_count{resource="postgres"}`) >= 1)
 	is.Equal(p.metric(`provisioner_backend_reachable{resource="postgres"}`), 1.0)
 	is.Equal(p.metric(`provisioner_contributions_readable{resource="postgres"}`), 1.0)
+}
+
+func TestAProviderThatIsNotASuperuserIsToldSo(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	weak := name("weak")
+	is.NoErr(query(t, srv.URL, "", "CREATE ROLE "+weak+" LOGIN CREATEROLE CREATEDB PASSWORD 'weak-pw'"))
+	u, err := url.Parse(srv.URL)
+	is.NoErr(err)
+	u.User = url.UserPassword(weak, "weak-pw")
+	m := newMesh(t)
+	m.give()
+	p := start(t, nil, daemonArgs(m, u.String())...)
+	eventually(t, "the warning", func() bool { return p.count("the provider's role is not a superuser") == 1 })
+	p.passes(3)
+	is.Equal(p.count("the provider's role is not a superuser"), 1) // said once
 }

@@ -108,6 +108,14 @@ func (b *Backend) Close() { b.pool.Close() }
 // Ping reports whether the server can be reached.
 func (b *Backend) Ping(ctx context.Context) error { return b.pool.Ping(ctx) }
 
+// Superuser reports whether the provider's own role is a superuser, which creating untrusted
+// extensions and reading stored password verifiers need.
+func (b *Backend) Superuser(ctx context.Context) (bool, error) {
+	var super bool
+	err := b.pool.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super)
+	return super, err
+}
+
 // Create brings the consumer's role, database and extensions into being, or back to exactly
 // what p says. Every name is checked before the first statement. Creates of one consumer,
 // from this process or another provider on the same server, are serialised by an advisory lock.
