@@ -5,13 +5,13 @@ PKG     := github.com/novox/postgres-provider
 BIN     := bin/provisioner
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build test cover lint deps bench run clean
+.PHONY: build test cover check lint deps bench fuzz run clean
 
 build:
 	$(GO) build -ldflags "-X $(PKG)/app.Version=$(VERSION)" -o $(BIN) ./cmd/provisioner
 
 # Every test, under the race detector, after the checks that need no server.
-test: lint deps
+test: check deps
 	@bash .ci/ensure-postgres
 	$(GO) test -race -count=1 ./...
 
@@ -21,10 +21,15 @@ cover:
 	@$(GO) tool cover -func=.cover.out | tail -n 1
 	@rm -f .cover.out
 
-lint:
+# gofmt and go vet: what every commit passes.
+check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# check, and go.mod/go.sum as go mod tidy would leave them.
+lint: check
+	$(GO) mod tidy -diff
 
 # The dependency rule: what the domain depends on, beyond the standard library, is the domain
 # itself and what ports depends on; nothing else.
@@ -44,6 +49,10 @@ run: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# A minute of coverage-guided fuzzing of the contributions file; its seeds run in make test.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzContributionsFile -fuzztime 60s ./domain/
 
 clean:
 	rm -rf bin .run

@@ -176,6 +176,15 @@ func (w *world) remove(path string) {
 	is.New(w.t).NoErr(w.fs.Remove(path)) // remove file
 }
 
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
 // pass runs one Reconcile after moving the clock on by d.
 func (w *world) pass(d time.Duration) domain.Report {
 	if d > 0 { // Mock.Add yields for a millisecond even when d is zero
