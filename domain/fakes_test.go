@@ -3,6 +3,8 @@ package domain_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,21 +16,25 @@ import (
 
 	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/backendtest"
 )
 
 const receives = "/run/mesh/contributions.json"
 
 var ctx = context.Background()
 
-// fakeBackend records what the loop asks of it and answers as told.
+// fakeBackend is a model of a backend: what Create made is held until Remove takes it, or a
+// test takes it behind the loop's back (lose). It records every call, and answers with the
+// errors a test gives it.
 type fakeBackend struct {
 	mu         sync.Mutex
+	store      map[string]ports.Provision // what Create made, by login
 	creates    []ports.Provision
 	removes    []string
 	removedDer []map[string]any
 	holdsCalls []string
 
-	held      bool                                               // Holds' answer
+	broken    bool                                               // Create does not produce what Holds checks
 	holdsErr  error                                              // Holds' error
 	holdsFn   func(ctx context.Context, p ports.Provision) error // runs inside Holds when set
 	createErr map[string]error                                   // by login
@@ -45,7 +51,14 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.creates = append(b.creates, p)
-	return b.createErr[p.As]
+	if err := b.createErr[p.As]; err != nil {
+		return err
+	}
+	if b.store == nil {
+		b.store = map[string]ports.Provision{}
+	}
+	b.store[p.As] = p
+	return nil
 }
 
 func (b *fakeBackend) Remove(_ context.Context, as string, derived map[string]any) error {
@@ -53,7 +66,11 @@ func (b *fakeBackend) Remove(_ context.Context, as string, derived map[string]an
 	defer b.mu.Unlock()
 	b.removes = append(b.removes, as)
 	b.removedDer = append(b.removedDer, derived)
-	return b.removeErr
+	if b.removeErr != nil {
+		return b.removeErr
+	}
+	delete(b.store, as)
+	return nil
 }
 
 func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (bool, error) {
@@ -65,7 +82,18 @@ func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (bool, error
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.holdsCalls = append(b.holdsCalls, p.As)
-	return b.held, b.holdsErr
+	if b.holdsErr != nil {
+		return false, b.holdsErr
+	}
+	made, ok := b.store[p.As]
+	return ok && !b.broken && reflect.DeepEqual(made, p), nil
+}
+
+// lose takes a consumer away behind the loop's back, as a person dropping its role would.
+func (b *fakeBackend) lose(as string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.store, as)
 }
 
 // createsOf counts the creates for one login.
@@ -149,7 +177,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, fs: afero.NewMemMapFs(), clk: clock.NewMock(), backend: &fakeBackend{held: true}, log: &fakeLogger{}}
+	w := &world{t: t, fs: afero.NewMemMapFs(), clk: clock.NewMock(), backend: &fakeBackend{}, log: &fakeLogger{}}
 	w.h = domain.New(domain.Config{Resource: "postgres", Receives: receives}, w.fs, w.clk, w.backend, w.log)
 	return w
 }
@@ -191,4 +219,14 @@ func (w *world) pass(d time.Duration) domain.Report {
 		w.clk.Add(d)
 	}
 	return w.h.Reconcile(ctx)
+}
+
+// The fake keeps the contract the real backends keep.
+func TestFakeBackendKeepsTheContract(t *testing.T) {
+	n := 0
+	backendtest.Run(t, &fakeBackend{}, func() ports.Provision {
+		n++
+		as := fmt.Sprintf("consumer%d", n)
+		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
+	})
 }

@@ -225,17 +225,17 @@ func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
 	w.write("/s/letta", "pw")
 	w.contributions(consumer("letta", "/s/letta"))
 	w.pass(0)
-	w.backend.held = false
+	w.backend.lose("letta") // behind the loop's back
 	r := w.pass(time.Minute)
 	is.Equal(w.backend.createsOf("letta"), 2)                                                 // applied again
 	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // said so
 	is.Equal(r.Consumers["letta"], domain.StateBraked)
 	is.Equal(r.Reapplied, 1)
 
-	w.backend.held = true
 	r = w.pass(time.Minute)
-	is.Equal(r.Consumers["letta"], domain.StateApplied) // held again: brake released
-	w.backend.held = false
+	is.Equal(r.Consumers["letta"], domain.StateApplied) // held again after the re-apply: brake released
+	is.Equal(w.backend.createsOf("letta"), 2)           // and not applied again
+	w.backend.lose("letta")
 	w.pass(time.Minute)
 	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // counted from one again
 }
@@ -246,7 +246,7 @@ func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 	w.write("/s/letta", "pw")
 	w.contributions(consumer("letta", "/s/letta"))
 	w.pass(0)
-	w.backend.held = false
+	w.backend.broken = true
 	w.pass(time.Minute)
 	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // first re-apply: no wait said
 
@@ -276,7 +276,7 @@ func TestBrakeWaitNeverOverflows(t *testing.T) {
 	w.write("/s/letta", "pw")
 	w.contributions(consumer("letta", "/s/letta"))
 	w.pass(0)
-	w.backend.held = false
+	w.backend.broken = true
 	for range 100 {
 		w.pass(time.Hour)
 	}
@@ -368,7 +368,7 @@ func TestFailingReapplyKeepsTheBrakeCount(t *testing.T) {
 	w.write("/s/letta", "pw")
 	w.contributions(consumer("letta", "/s/letta"))
 	w.pass(0)
-	w.backend.held = false
+	w.backend.broken = true
 	w.pass(time.Minute) // first re-apply succeeds: brake 1, next check in a minute
 	w.backend.createErr = map[string]error{"letta": errors.New("server down")}
 	w.pass(time.Minute) // second re-apply fails

@@ -15,6 +15,7 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/backendtest"
 )
 
 func sqlstate(err error) string {
@@ -410,4 +411,14 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 	is.True(errors.Is(err, context.DeadlineExceeded)) // at its timeout
 	err = hung.Remove(ctx, name("hung"), nil)
 	is.True(errors.Is(err, context.DeadlineExceeded)) // and so does Remove
+}
+
+// The adapter keeps the contract of ports.Backend, under either policy.
+func TestBackendKeepsTheContract(t *testing.T) {
+	for _, policy := range []postgres.Policy{postgres.Retain, postgres.Drop} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := newEnv(t)
+			backendtest.Run(t, e.backend(e.srv.URL, policy), func() ports.Provision { return provision(name("contract"), "pg_trgm") })
+		})
+	}
 }
