@@ -229,6 +229,12 @@ func (s *Server) fail(err error) error {
 	return err
 }
 
+// Available reports whether this machine has the server binaries Start needs.
+func Available() bool {
+	_, err := findBin()
+	return err == nil
+}
+
 // findBin is the folder holding initdb and postgres: PATH first, else the newest
 // /usr/lib/postgresql/<version>/bin.
 func findBin() (string, error) {
