@@ -86,6 +86,11 @@ func (h *Harness) warn(why string) {
 	h.lastWarning = why
 }
 
+// maxFile is the most the loop reads of one file: a contributions file or secret larger than
+// this is a mistake (a wrong path, a log file), and reading it whole would cost the process
+// its memory.
+var maxFile int64 = 64 << 20
+
 // readFile reads a whole file through the Filesystem port.
 func (h *Harness) readFile(name string) ([]byte, error) {
 	f, err := h.fs.Open(name)
@@ -93,7 +98,14 @@ func (h *Harness) readFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	raw, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > maxFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFile)
+	}
+	return raw, nil
 }
 
 // password is a secret file's content less one trailing newline.

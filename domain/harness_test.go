@@ -62,6 +62,22 @@ func TestUnusableFileIsSaidOnceAndChangesNothing(t *testing.T) {
 	}
 }
 
+func TestOversizedFilesAreNotRead(t *testing.T) {
+	is := is.New(t)
+	defer domain.SetMaxFile(512)()
+	w := newWorld(t)
+	w.write("/s/letta", strings.Repeat("p", 513))
+	w.contributions(consumer("letta", "/s/letta"))
+	r := w.pass(0)
+	is.Equal(r.Consumers["letta"], domain.StateWaitingForSecret) // a secret too large is not read
+	is.Equal(w.log.take(), []string{"letta: secret not readable yet (/s/letta): /s/letta is larger than 512 bytes"})
+	w.write(receives, `{"given": []}`+strings.Repeat(" ", 512))
+	r = w.pass(0)
+	is.True(!r.FileRead) // nor a contributions file
+	is.Equal(w.log.take(), []string{"contributions file unreadable (" + receives + "): " + receives +
+		" is larger than 512 bytes; nothing applied or removed until it can be read"})
+}
+
 func TestAnotherReasonIsSaidAgain(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)

@@ -1,0 +1,9 @@
+package domain
+
+// SetMaxFile sets how much the loop reads of one file, for a test, and answers how to put it
+// back.
+func SetMaxFile(n int64) (restore func()) {
+	was := maxFile
+	maxFile = n
+	return func() { maxFile = was }
+}
