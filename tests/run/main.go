@@ -85,8 +85,10 @@ make run: Ctrl-C stops the provisioner and the server.
 
 `, contributions, listen, listen, secret, srv.Port)
 
-	cmd := exec.Command("bin/provisioner", "--receives", contributions, "--database-url", srv.URL,
+	cmd := exec.Command("bin/provisioner", "--receives", contributions,
 		"--every", "2s", "--verify-every", "10s", "--listen", listen)
+	// The superuser's URL holds its password: in the environment, not in what ps shows.
+	cmd.Env = append(os.Environ(), "PROVISIONER_DATABASE_URL="+srv.URL)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fail(err)
