@@ -169,13 +169,16 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 }
 
 // ensureRole creates the role or brings it back to LOGIN with no powers and the verifier as its
-// password, in a transaction that keeps the statement out of the server's log even if it fails.
+// password, in a transaction that keeps the statement out of the server's log, even if it
+// fails, and out of pg_stat_statements.
 func ensureRole(ctx context.Context, conn *pgxpool.Conn, role, verifier string) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, set := range []string{
 			"SET LOCAL log_statement = 'none'",
 			"SET LOCAL log_min_error_statement = 'panic'",
 			"SET LOCAL log_min_duration_statement = -1",
+			// Nor in pg_stat_statements, where it is loaded (a placeholder where it is not).
+			"SET LOCAL pg_stat_statements.track_utility = off",
 		} {
 			if _, err := tx.Exec(ctx, set); err != nil {
 				return err

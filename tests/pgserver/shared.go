@@ -29,7 +29,8 @@ var shared struct {
 }
 
 // Shared is the server for this test binary: the one EnvURL names, or one started on first use
-// and stopped by Main. It logs every statement, for the tests that read the log.
+// and stopped by Main. It logs every statement and loads pg_stat_statements, for the tests that
+// look for a password where a server keeps statements.
 func Shared(t testing.TB) *TestServer {
 	t.Helper()
 	shared.once.Do(func() {
@@ -37,7 +38,10 @@ func Shared(t testing.TB) *TestServer {
 			shared.ts = &TestServer{URL: url}
 			return
 		}
-		s, err := Start(Options{Settings: map[string]string{"log_statement": "all"}})
+		s, err := Start(Options{Settings: map[string]string{
+			"log_statement":            "all",
+			"shared_preload_libraries": "pg_stat_statements",
+		}})
 		if err != nil {
 			shared.err = err
 			return
