@@ -65,6 +65,8 @@ func TestUsageErrorsAreOneLineAndExitTwo(t *testing.T) {
 		{"bad variable", []string{"PROVISIONER_HOLDS_TIMEOUT=forever"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_HOLDS_TIMEOUT="forever": parse error (see --help)`},
 		{"stray argument", nil, []string{"--receives", "c", "extra"}, `provisioner: unexpected argument "extra" (see --help)`},
 		{"bad url", nil, []string{"--receives", "c", "--database-url", "postgres://admin:hunter2-secret@[::1/x"}, ""},
+		{"bad key=value url", nil, []string{"--receives", "c", "--database-url", "host=127.0.0.1 password=hunter2-secret port=none"}, ""},
+		{"bad url in a variable", []string{"PROVISIONER_DATABASE_URL=postgres://admin:hunter2%2Fsecret@[::1/x"}, []string{"--receives", "c"}, ""},
 		{"listen taken", nil, []string{"--receives", "c", "--listen", taken}, "provisioner: --listen " + taken + ": listen tcp " + taken + ": bind: address already in use"},
 	}
 	for _, c := range cases {

@@ -32,7 +32,6 @@ const (
 
 // SQLSTATEs this adapter tells apart.
 const (
-	duplicateObject   = "42710"
 	undefinedObject   = "42704"
 	duplicateDatabase = "42P04"
 )
