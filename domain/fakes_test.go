@@ -182,6 +182,16 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// newApplied is a world in which letta, listed with its secret, was applied by a first pass.
+func newApplied(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	return w
+}
+
 // contributions writes the file with the given entries.
 func (w *world) contributions(entries ...entry) {
 	w.t.Helper()

@@ -237,10 +237,7 @@ func TestVerifiesEveryIntervalAndHeldIsLeftAlone(t *testing.T) {
 
 func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	w.write("/s/letta", "pw")
-	w.contributions(consumer("letta", "/s/letta"))
-	w.pass(0)
+	w := newApplied(t)
 	w.backend.lose("letta") // behind the loop's back
 	r := w.pass(time.Minute)
 	is.Equal(w.backend.createsOf("letta"), 2)                                                 // applied again
@@ -258,10 +255,7 @@ func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
 
 func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	w.write("/s/letta", "pw")
-	w.contributions(consumer("letta", "/s/letta"))
-	w.pass(0)
+	w := newApplied(t)
 	w.backend.broken = true
 	w.pass(time.Minute)
 	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // first re-apply: no wait said
@@ -303,10 +297,7 @@ func TestBrakeWaitNeverOverflows(t *testing.T) {
 
 func TestHoldsErrorIsNotLoss(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	w.write("/s/letta", "pw")
-	w.contributions(consumer("letta", "/s/letta"))
-	w.pass(0)
+	w := newApplied(t)
 	w.backend.holdsErr = errors.New("connection refused")
 	r := w.pass(time.Minute)
 	is.Equal(w.backend.createsOf("letta"), 1)                                                                  // not applied again
@@ -380,10 +371,7 @@ func TestCreateFailureSaidFirstThenEvery240th(t *testing.T) {
 
 func TestFailingReapplyKeepsTheBrakeCount(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	w.write("/s/letta", "pw")
-	w.contributions(consumer("letta", "/s/letta"))
-	w.pass(0)
+	w := newApplied(t)
 	w.backend.broken = true
 	w.pass(time.Minute) // first re-apply succeeds: brake 1, next check in a minute
 	w.backend.createErr = map[string]error{"letta": errors.New("server down")}
@@ -428,10 +416,7 @@ func TestWithdrawsWhatIsNoLongerListedInOrder(t *testing.T) {
 
 func TestFailedRemoveIsRetried(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	w.write("/s/letta", "pw")
-	w.contributions(consumer("letta", "/s/letta"))
-	w.pass(0)
+	w := newApplied(t)
 	w.contributions()
 	w.backend.removeErr = errors.New("server down")
 	r := w.pass(5 * time.Second)
@@ -445,10 +430,7 @@ func TestFailedRemoveIsRetried(t *testing.T) {
 
 func TestWithdrawnConsumerComesBackFresh(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	w.write("/s/letta", "pw")
-	w.contributions(consumer("letta", "/s/letta"))
-	w.pass(0)
+	w := newApplied(t)
 	w.contributions()
 	w.pass(5 * time.Second)
 	w.contributions(consumer("letta", "/s/letta"))

@@ -25,6 +25,20 @@ func waitFor[T any](t *testing.T, ch <-chan T) T {
 	}
 }
 
+// advance moves the clock on a second at a time until done closes: Run waits on the clock from
+// its own goroutine, and Mock.Add fires only the timers already set.
+func advance(w *world, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+			w.clk.Add(time.Second)
+			runtime.Gosched()
+		}
+	}
+}
+
 func TestRunPassesOnTheTimerAndOnWake(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
@@ -46,17 +60,7 @@ func TestRunPassesOnTheTimerAndOnWake(t *testing.T) {
 	r = waitFor(t, passes)
 	is.True(r.FileRead) // a pass ran without the clock moving
 
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				w.clk.Add(time.Second) // time passes until Run's timer fires
-				runtime.Gosched()
-			}
-		}
-	}()
+	go advance(w, done) // time passes until Run's timer fires
 	start := w.clk.Now()
 	waitFor(t, passes)
 	is.True(w.clk.Now().Sub(start) >= domain.DefaultEvery) // the timer's pass came after Every
@@ -87,17 +91,7 @@ func TestRunLetsThePassUnderWayFinish(t *testing.T) {
 	waitFor(t, started)
 	cancel()
 	stoppedAt = w.clk.Now()
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				w.clk.Add(time.Second)
-				runtime.Gosched()
-			}
-		}
-	}()
+	go advance(w, done)
 	err := waitFor(t, ended)
 	waitFor(t, done)
 	is.Equal(err, context.Canceled)                                   // the pass's context ended

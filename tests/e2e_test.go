@@ -122,11 +122,7 @@ func TestServerDownAtStartIsNotFatal(t *testing.T) {
 	if !pgserver.Available() {
 		t.Skip("stopping and starting a server needs one of our own, and this machine has no server binaries")
 	}
-	// Not t.TempDir, whose parent only root may enter: the server may run as the postgres OS user.
-	dir, err := os.MkdirTemp("", "provisioner-down-")
-	is.NoErr(err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	is.NoErr(os.Chmod(dir, 0o755))
+	dir := serverDir(t)
 	srv, err := pgserver.Start(pgserver.Options{Dir: dir + "/pg"})
 	is.NoErr(err)
 	url, port := srv.URL, srv.Port

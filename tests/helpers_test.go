@@ -175,6 +175,17 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// serverDir is a folder for a server of the test's own, removed with the test. Not t.TempDir,
+// whose parent only root may enter: the server may run as the postgres OS user.
+func serverDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "provisioner-server-")
+	is.New(t).NoErr(err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	is.New(t).NoErr(os.Chmod(dir, 0o755))
+	return dir
+}
+
 // mesh is a contributions file and its secrets in a folder of the test's.
 type mesh struct {
 	t    testing.TB

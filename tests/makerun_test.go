@@ -21,11 +21,7 @@ func TestMakeRunShowsLettaProvisioned(t *testing.T) {
 	if !pgserver.Available() {
 		t.Skip("make run starts its own server, and this machine has no server binaries")
 	}
-	// Not t.TempDir, whose parent only root may enter: the server may run as the postgres OS user.
-	dir, err := os.MkdirTemp("", "provisioner-make-run-")
-	is.NoErr(err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	is.NoErr(os.Chmod(dir, 0o755))
+	dir := serverDir(t)
 	is.NoErr(os.Mkdir(filepath.Join(dir, "bin"), 0o755))
 	is.NoErr(os.Symlink(binary, filepath.Join(dir, "bin", "provisioner")))
 	runner := filepath.Join(dir, "bin", "run")
