@@ -257,12 +257,6 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl p
 	if err != nil {
 		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
 	}
-	// The consumer owns its database and may have made a schema named after the provider's
-	// role, which "$user" would put first: extensions go to public unless their control file
-	// names a schema.
-	if _, err := db.Exec(ctx, "SET search_path = public"); err != nil {
-		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
-	}
 	defer db.Close(context.WithoutCancel(ctx))
 	for _, name := range pl.extensions {
 		if !available[name] {
@@ -300,6 +294,13 @@ type querier interface {
 func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*pgx.Conn, error) {
 	cfg := b.pool.Config().ConnConfig.Copy()
 	cfg.Database = db
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	// The consumer owns its database and may have made a schema named after the provider's
+	// role, which "$user" would put first: extensions go to public unless their control file
+	// names a schema.
+	cfg.RuntimeParams["search_path"] = "public"
 	if readOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
