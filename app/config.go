@@ -30,13 +30,6 @@ type Config struct {
 	Help         bool
 }
 
-// errUsage is bad usage or configuration: exit code 2.
-type errUsage struct{ msg string }
-
-func (e errUsage) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
-
 // envName is the variable that stands for a flag: --holds-timeout is PROVISIONER_HOLDS_TIMEOUT.
 func envName(flagName string) string {
 	return "PROVISIONER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -68,6 +61,7 @@ func flags(c *Config) *flag.FlagSet {
 
 // parse reads args, then, for each flag the command line did not set, its PROVISIONER_*
 // variable: a flag beats its variable. DATABASE_URL stands in where neither names the server.
+// Every error it answers is bad usage or configuration.
 func parse(args []string, env map[string]string) (Config, error) {
 	c := Config{OnWithdraw: postgres.Retain}
 	fs := flags(&c)
@@ -75,10 +69,10 @@ func parse(args []string, env map[string]string) (Config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{Help: true}, nil
 		}
-		return c, usagef("%v", err)
+		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, usagef("unexpected argument %q", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -89,7 +83,7 @@ func parse(args []string, env map[string]string) (Config, error) {
 			return
 		}
 		if e := fs.Set(f.Name, v); e != nil {
-			err = usagef("%s=%q: %v", envName(f.Name), v, e)
+			err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
 		}
 	})
 	if err != nil {
@@ -107,17 +101,17 @@ func parse(args []string, env map[string]string) (Config, error) {
 func (c Config) check() error {
 	switch {
 	case c.Receives == "":
-		return usagef("--receives is required (or %s): the contributions file to read", envName("receives"))
+		return fmt.Errorf("--receives is required (or %s): the contributions file to read", envName("receives"))
 	case c.Resource == "":
-		return usagef("--resource is empty")
+		return fmt.Errorf("--resource is empty")
 	case c.Every <= 0:
-		return usagef("--every %s: want a positive duration", c.Every)
+		return fmt.Errorf("--every %s: want a positive duration", c.Every)
 	case c.VerifyEvery <= 0:
-		return usagef("--verify-every %s: want a positive duration", c.VerifyEvery)
+		return fmt.Errorf("--verify-every %s: want a positive duration", c.VerifyEvery)
 	case c.HoldsTimeout <= 0:
-		return usagef("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
+		return fmt.Errorf("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
 	case c.LogFormat != logger.Text && c.LogFormat != logger.JSON:
-		return usagef("--log-format %q: want text or json", c.LogFormat)
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
 	return nil
 }

@@ -181,7 +181,7 @@ func (s *Server) waitReady(limit time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			_ = s.stopServer()
+			s.stopServer()
 			return fmt.Errorf("postgres did not take connections within %s: %w; its log: %s", limit, err, s.tail())
 		}
 	}
@@ -201,16 +201,16 @@ func (s *Server) tail() string {
 // Stop shuts the server down (fast mode) and removes what Start made; a Dir given in Options
 // stays, and a later Start on it finds the same data.
 func (s *Server) Stop() error {
-	err := s.stopServer()
+	s.stopServer()
 	if s.owned {
-		err = errors.Join(err, os.RemoveAll(s.Dir))
+		return os.RemoveAll(s.Dir)
 	}
-	return err
+	return nil
 }
 
-func (s *Server) stopServer() error {
+func (s *Server) stopServer() {
 	if s.cmd == nil || s.cmd.Process == nil {
-		return nil
+		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 	select {
@@ -219,7 +219,6 @@ func (s *Server) stopServer() error {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}
-	return nil
 }
 
 func (s *Server) fail(err error) error {
