@@ -172,26 +172,22 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 // fails, and out of pg_stat_statements.
 func ensureRole(ctx context.Context, conn *pgxpool.Conn, role, verifier string) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, set := range []string{
-			"SET LOCAL log_statement = 'none'",
-			"SET LOCAL log_min_error_statement = 'panic'",
-			"SET LOCAL log_min_duration_statement = -1",
-			// Nor in pg_stat_statements, where it is loaded (a placeholder where it is not).
-			"SET LOCAL pg_stat_statements.track_utility = off",
-		} {
-			if _, err := tx.Exec(ctx, set); err != nil {
-				return err
-			}
-		}
+		// One round trip: the settings (local to this transaction: is_local true), and whether
+		// the role exists. pg_stat_statements' is a placeholder where it is not loaded.
 		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists); err != nil {
+		err := tx.QueryRow(ctx, `SELECT set_config('log_statement', 'none', true),
+       set_config('log_min_error_statement', 'panic', true),
+       set_config('log_min_duration_statement', '-1', true),
+       set_config('pg_stat_statements.track_utility', 'off', true),
+       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(nil, nil, nil, nil, &exists)
+		if err != nil {
 			return err
 		}
 		verb := "CREATE"
 		if exists {
 			verb = "ALTER"
 		}
-		_, err := tx.Exec(ctx, verb+" ROLE "+ident(role)+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"+
+		_, err = tx.Exec(ctx, verb+" ROLE "+ident(role)+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"+
 			" NOREPLICATION NOBYPASSRLS VALID UNTIL 'infinity' PASSWORD "+literal(verifier))
 		return err
 	})
