@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/spf13/afero"
 
+	"github.com/novox/postgres-provider/adapters/files"
 	"github.com/novox/postgres-provider/adapters/logger"
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/adapters/watch"
@@ -60,7 +60,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}
-	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, OnWithdraw: cfg.OnWithdraw, Log: log})
+	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))
 		return 2
@@ -69,7 +69,8 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	h := domain.New(domain.Config{
 		Resource: cfg.Resource, Receives: cfg.Receives,
 		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
-	}, afero.NewReadOnlyFs(afero.NewOsFs()), clock.New(), backend, log)
+		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
+	}, files.New(), clock.New(), backend, nil, log)
 
 	if cfg.Once {
 		if h.Reconcile(ctx).Converged() {

@@ -22,7 +22,10 @@ type Config struct {
 	Every        time.Duration
 	VerifyEvery  time.Duration
 	HoldsTimeout time.Duration
-	OnWithdraw   postgres.Policy
+	OnWithdraw   domain.Policy
+	DropAfter    time.Duration
+	Settle       time.Duration
+	Adopt        postgres.Adopt
 	Once         bool
 	Listen       string
 	LogFormat    string
@@ -44,10 +47,19 @@ func flags(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.Every, "every", domain.DefaultEvery, "time between passes")
 	fs.DurationVar(&c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often to check that the server still holds each consumer")
 	fs.DurationVar(&c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "how long one check may take")
-	fs.Func("on-withdraw", "retain (default: the login goes, the data stays) or drop (database and role dropped)", func(s string) error {
-		c.OnWithdraw = postgres.Policy(s)
-		if c.OnWithdraw != postgres.Retain && c.OnWithdraw != postgres.Drop {
+	fs.Func("on-withdraw", "retain (default: the login goes, the data stays) or drop (database and role dropped after --drop-after)", func(s string) error {
+		c.OnWithdraw = domain.Policy(s)
+		if c.OnWithdraw != domain.Retain && c.OnWithdraw != domain.Drop {
 			return errors.New("want retain or drop")
+		}
+		return nil
+	})
+	fs.DurationVar(&c.DropAfter, "drop-after", 24*time.Hour, "with --on-withdraw drop: how long a withdrawn consumer keeps its data before it is dropped (0: at once)")
+	fs.DurationVar(&c.Settle, "withdraw-settle", domain.DefaultWithdrawSettle, "how long the contributions file must stay unchanged before what it no longer lists is withdrawn")
+	fs.Func("adopt", "plain (default: an existing plain login role the provider did not make is taken over) or none", func(s string) error {
+		c.Adopt = postgres.Adopt(s)
+		if c.Adopt != postgres.AdoptPlain && c.Adopt != postgres.AdoptNone {
+			return errors.New("want plain or none")
 		}
 		return nil
 	})
@@ -63,7 +75,7 @@ func flags(c *Config) *flag.FlagSet {
 // variable: a flag beats its variable. DATABASE_URL stands in where neither names the server.
 // Every error it answers is bad usage or configuration.
 func parse(args []string, env map[string]string) (Config, error) {
-	c := Config{OnWithdraw: postgres.Retain}
+	c := Config{OnWithdraw: domain.Retain, Adopt: postgres.AdoptPlain}
 	fs := flags(&c)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,6 +122,10 @@ func (c Config) check() error {
 		return fmt.Errorf("--verify-every %s: want a positive duration", c.VerifyEvery)
 	case c.HoldsTimeout <= 0:
 		return fmt.Errorf("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
+	case c.DropAfter < 0:
+		return fmt.Errorf("--drop-after %s: want zero or a positive duration", c.DropAfter)
+	case c.Settle <= 0:
+		return fmt.Errorf("--withdraw-settle %s: want a positive duration", c.Settle)
 	case c.LogFormat != logger.Text && c.LogFormat != logger.JSON:
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}

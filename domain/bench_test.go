@@ -25,7 +25,7 @@ func BenchmarkSteadyPass(b *testing.B) {
 	raw := fmt.Sprintf(`{"requirement": "postgres", "given": %s}`, mustJSON(b, entries))
 	_ = afero.WriteFile(fs, receives, []byte(raw), 0o600)
 	backend := &fakeBackend{}
-	h := domain.New(domain.Config{Resource: "postgres", Receives: receives}, fs, clock.NewMock(), backend, &fakeLogger{})
+	h := domain.New(domain.Config{Resource: "postgres", Receives: receives}, fs, clock.NewMock(), backend, nil, &fakeLogger{})
 	if r := h.Reconcile(ctx); r.Created != 1000 {
 		b.Fatalf("created %d, want 1000", r.Created)
 	}

@@ -1,11 +1,13 @@
 package domain
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"strings"
+	"reflect"
+	"time"
 )
 
 // contribution is one entry of the contributions file's given list.
@@ -16,40 +18,159 @@ type contribution struct {
 	At      string         `json:"at"`
 	Values  map[string]any `json:"values"`
 	Derived map[string]any `json:"derived"`
+
+	// shape is the digest of what the consumer asked for, but its password: the login, values
+	// and derived. It is computed once per parse, so that a pass hashes only the password.
+	shape [sha256.Size]byte
 }
 
-// readContributions answers the consumers asked for, or nil when the file says nothing usable.
-// Nothing read is not nobody asking: only a file that was read can withdraw.
-func (h *Harness) readContributions() []contribution {
-	raw, err := h.readFile(h.cfg.Receives)
+// maxFile is the most the loop reads of the contributions file. A file listing 100,000
+// consumers, pretty-printed with long secret paths, is about 40 MB; one larger than this is a
+// mistake (a wrong path, a log file), and reading it whole would cost the process its memory.
+var maxFile int64 = 64 << 20
+
+// contents is what the loop remembers of the contributions file between passes: what it was
+// when last read, when that last changed, and what it said, so that an unchanged file is not
+// parsed again.
+type contents struct {
+	read      bool
+	id        fileID
+	digest    [sha256.Size]byte
+	changedAt time.Time // when id or digest last changed: the file has been settled since
+
+	why   string         // why the file says nothing, "" when it is usable
+	given []contribution // the credential grants, first entry per login
+	bad   int            // entries that could not be decoded
+	said  map[string]bool
+}
+
+// readContributions answers the consumers asked for, and whether the file was usable. Nothing
+// read is not nobody asking: only a file that was read can withdraw.
+func (h *Harness) readContributions() ([]contribution, bool) {
+	raw, id, err := h.readStable(h.cfg.Receives, maxFile)
 	if err != nil {
+		if errors.Is(err, errChanged) {
+			h.file.changedAt = h.clock.Now()
+		}
 		h.warn(fmt.Sprintf("contributions file unreadable (%s): %v", h.cfg.Receives, err))
-		return nil
+		return nil, false
 	}
+	digest := sha256.Sum256(raw)
+	switch now := h.clock.Now(); {
+	case !h.file.read:
+		// At a start, the file has been as it is since it was last written.
+		h.file.changedAt = now
+		if id.mtime.Before(now) {
+			h.file.changedAt = id.mtime
+		}
+	case id != h.file.id || digest != h.file.digest:
+		h.file.changedAt = now
+	}
+	if !h.file.read || digest != h.file.digest {
+		h.parse(raw)
+	}
+	h.file.read, h.file.id, h.file.digest = true, id, digest
+	h.warn(h.file.why)
+	if h.file.why != "" {
+		return nil, false
+	}
+	return h.file.given, true
+}
+
+// settled is how long the contributions file has stayed as it is now.
+func (h *Harness) settled() time.Duration { return h.clock.Now().Sub(h.file.changedAt) }
+
+// parse decodes the file into h.file. Each entry is decoded on its own: one that cannot be is
+// said once, and the others stand.
+func (h *Harness) parse(raw []byte) {
+	f := &h.file
+	f.why, f.given, f.bad = "", nil, 0
 	var doc struct {
 		Requirement string          `json:"requirement"`
 		Given       json.RawMessage `json:"given"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		h.warn(fmt.Sprintf("contributions file is not JSON (%s): %v", h.cfg.Receives, err))
-		return nil
+		f.why = fmt.Sprintf("contributions file is not JSON (%s): %v", h.cfg.Receives, err)
+		return
 	}
 	if doc.Requirement != "" && doc.Requirement != h.cfg.Resource {
-		h.warn(fmt.Sprintf("%s is for %s, not %s", h.cfg.Receives, doc.Requirement, h.cfg.Resource))
-		return nil
+		f.why = fmt.Sprintf("%s is for %s, not %s", h.cfg.Receives, doc.Requirement, h.cfg.Resource)
+		return
 	}
-	var given []contribution
-	if len(doc.Given) == 0 || string(doc.Given) == "null" || json.Unmarshal(doc.Given, &given) != nil {
-		h.warn(fmt.Sprintf("%s has no given list", h.cfg.Receives))
-		return nil
+	var entries []json.RawMessage
+	if len(doc.Given) == 0 || string(doc.Given) == "null" || json.Unmarshal(doc.Given, &entries) != nil {
+		f.why = fmt.Sprintf("%s has no given list", h.cfg.Receives)
+		return
 	}
-	h.warn("")
-	return h.grants(given)
+	said := make(map[string]bool)
+	given := make([]contribution, 0, len(entries))
+	for i, e := range entries {
+		var g contribution
+		if err := json.Unmarshal(e, &g); err != nil {
+			f.bad++
+			as, line := h.badEntry(i, e, err)
+			if !f.said[line] {
+				h.say(slog.LevelWarn, as, "%s", line)
+			}
+			said[line] = true
+			continue
+		}
+		given = append(given, g)
+	}
+	f.said = said
+	f.given = h.grants(given)
+}
+
+// badEntry is the line that says entry i of the file could not be decoded, and the login it
+// names, if any.
+func (h *Harness) badEntry(i int, raw json.RawMessage, err error) (string, string) {
+	var named struct {
+		As any `json:"as"`
+	}
+	_ = json.Unmarshal(raw, &named)
+	as, _ := named.As.(string)
+	who := ""
+	if as != "" {
+		who = " (" + as + ")"
+	}
+	why := err.Error()
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			why = fmt.Sprintf("%s is %s, not %s", te.Field, article(te.Value), kindOf(te.Type))
+		} else {
+			why = fmt.Sprintf("it is %s, not an object", article(te.Value))
+		}
+	}
+	return as, fmt.Sprintf("%s: given[%d]%s cannot be read: %s; the other entries are applied, and nothing is "+
+		"withdrawn while the file has an entry that cannot be read", h.cfg.Receives, i, who, why)
+}
+
+func article(jsonKind string) string {
+	switch jsonKind {
+	case "array", "object":
+		return "an " + jsonKind
+	default:
+		return "a " + jsonKind
+	}
+}
+
+func kindOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	default:
+		return t.Kind().String()
+	}
 }
 
 // grants keeps the entries that grant a credential: those with both `as` and `secret`. Where a
-// login is listed twice, the first entry wins; applying both would flip the consumer between
-// two passwords on every pass.
+// login is listed twice, the first entry wins, and that is said once; applying both would flip
+// the consumer between two passwords on every pass.
 func (h *Harness) grants(given []contribution) []contribution {
 	out := make([]contribution, 0, len(given))
 	seen := make(map[string]bool, len(given))
@@ -59,13 +180,15 @@ func (h *Harness) grants(given []contribution) []contribution {
 			continue
 		}
 		if seen[g.As] {
-			twice[g.As] = true
-			if !h.twice[g.As] {
+			if !twice[g.As] && !h.twice[g.As] {
 				h.say(slog.LevelWarn, g.As, "%s: listed more than once in %s; using the first entry", g.As, h.cfg.Receives)
 			}
+			twice[g.As] = true
 			continue
 		}
 		seen[g.As] = true
+		g.Values, g.Derived = orEmpty(g.Values), orEmpty(g.Derived)
+		g.shape = shapeOf(g)
 		out = append(out, g)
 	}
 	h.twice = twice
@@ -73,7 +196,7 @@ func (h *Harness) grants(given []contribution) []contribution {
 }
 
 // warn says why the file said nothing, once until the reason changes, and once when it is
-// readable again.
+// usable again.
 func (h *Harness) warn(why string) {
 	if why == h.lastWarning {
 		return
@@ -86,29 +209,17 @@ func (h *Harness) warn(why string) {
 	h.lastWarning = why
 }
 
-// maxFile is the most the loop reads of one file: a contributions file or secret larger than
-// this is a mistake (a wrong path, a log file), and reading it whole would cost the process
-// its memory.
-var maxFile int64 = 64 << 20
-
-// readFile reads a whole file through the Filesystem port.
-func (h *Harness) readFile(name string) ([]byte, error) {
-	f, err := h.fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(raw)) > maxFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFile)
-	}
-	return raw, nil
+// shapeOf is the digest of what g asks for but its password. Derived is in it: a provider that
+// renames what it derives gave a different resource. The maps are marshalled with sorted keys,
+// so the same request written in another order is the same shape.
+func shapeOf(g contribution) [sha256.Size]byte {
+	b, _ := json.Marshal([]any{g.As, g.Values, g.Derived})
+	return sha256.Sum256(b)
 }
 
-// password is a secret file's content less one trailing newline.
-func password(secret []byte) string {
-	return strings.TrimSuffix(string(secret), "\n")
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }

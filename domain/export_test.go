@@ -1,7 +1,7 @@
 package domain
 
-// SetMaxFile sets how much the loop reads of one file, for a test, and answers how to put it
-// back.
+// SetMaxFile sets how much the loop reads of the contributions file, for a test, and answers
+// how to put it back.
 func SetMaxFile(n int64) (restore func()) {
 	was := maxFile
 	maxFile = n

@@ -23,26 +23,49 @@ const receives = "/run/mesh/contributions.json"
 
 var ctx = context.Background()
 
-// fakeBackend is a model of a backend: what Create made is held until Remove takes it, or a
-// test takes it behind the loop's back (lose). It records every call, and answers with the
-// errors a test gives it.
+// fakeBackend is a model of a backend: what Create made is held, and recorded as managed, until
+// Remove withdraws it (recorded withdrawn, since the fake's clock says) or Drop takes it and its
+// record, or a test takes it behind the loop's back (lose). It records every call, and answers
+// with the errors a test gives it.
 type fakeBackend struct {
 	mu         sync.Mutex
-	store      map[string]ports.Provision // what Create made, by login
+	now        func() time.Time // the backend's clock; time.Now where nil
+	store      map[string]made  // what Create made, by login
 	creates    []ports.Provision
 	removes    []string
+	drops      []string
 	removedDer []map[string]any
 	holdsCalls []string
+	batches    int // HoldsAll calls
+	managed    int // Managed calls
 
-	broken    bool                                               // Create does not produce what Holds checks
-	holdsErr  error                                              // Holds' error
-	holdsFn   func(ctx context.Context, p ports.Provision) error // runs inside Holds when set
-	createErr map[string]error                                   // by login
-	createFn  func(ctx context.Context, p ports.Provision)       // runs inside Create when set
-	removeErr error
+	broken     bool                                               // Create does not produce what Holds checks
+	holdsErr   error                                              // Holds' error
+	holdsFn    func(ctx context.Context, p ports.Provision) error // runs inside Holds when set
+	createErr  map[string]error                                   // by login
+	createFn   func(ctx context.Context, p ports.Provision)       // runs inside Create when set
+	removeErr  error
+	dropErr    error
+	managedErr error
+
+	timeout func(context.Context, time.Duration) (context.Context, context.CancelFunc) // the clock's WithTimeout
+}
+
+// made is what the fake holds of one consumer.
+type made struct {
+	p         ports.Provision
+	withdrawn bool
+	since     time.Time
 }
 
 var _ ports.Backend = (*fakeBackend)(nil)
+
+func (b *fakeBackend) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
+}
 
 func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
 	if b.createFn != nil {
@@ -55,9 +78,9 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
 		return err
 	}
 	if b.store == nil {
-		b.store = map[string]ports.Provision{}
+		b.store = map[string]made{}
 	}
-	b.store[p.As] = p
+	b.store[p.As] = made{p: p}
 	return nil
 }
 
@@ -69,26 +92,95 @@ func (b *fakeBackend) Remove(_ context.Context, as string, derived map[string]an
 	if b.removeErr != nil {
 		return b.removeErr
 	}
+	if m, ok := b.store[as]; ok && !m.withdrawn {
+		b.store[as] = made{p: m.p, withdrawn: true, since: b.clock()}
+	}
+	return nil
+}
+
+func (b *fakeBackend) Drop(_ context.Context, as string, derived map[string]any) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.drops = append(b.drops, as)
+	b.removedDer = append(b.removedDer, derived)
+	if b.dropErr != nil {
+		return b.dropErr
+	}
 	delete(b.store, as)
 	return nil
 }
 
-func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (bool, error) {
+func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (ports.Holding, error) {
 	if b.holdsFn != nil {
 		if err := b.holdsFn(ctx, p); err != nil {
-			return false, err
+			return ports.Holding{}, err
 		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.holdsCalls = append(b.holdsCalls, p.As)
 	if b.holdsErr != nil {
-		return false, b.holdsErr
+		return ports.Holding{}, b.holdsErr
 	}
-	made, ok := b.store[p.As]
+	m, ok := b.store[p.As]
 	// What a backend holds is what the loop hashes; where the consumer runs is not part of it.
-	same := made.Password == p.Password && reflect.DeepEqual(made.Values, p.Values) && reflect.DeepEqual(made.Derived, p.Derived)
-	return ok && !b.broken && same, nil
+	var drift []string
+	switch {
+	case !ok:
+		drift = append(drift, "missing")
+	case m.withdrawn:
+		drift = append(drift, "withdrawn")
+	case b.broken:
+		drift = append(drift, "what create makes")
+	}
+	if ok && m.p.Password != p.Password {
+		drift = append(drift, "password")
+	}
+	if ok && (!reflect.DeepEqual(m.p.Values, p.Values) || !reflect.DeepEqual(m.p.Derived, p.Derived)) {
+		drift = append(drift, "values")
+	}
+	return ports.Holding{Held: len(drift) == 0, Drift: drift}, nil
+}
+
+// HoldsAll asks Holds of each in order, each bounded by its own timeout, as a backend that
+// checks one consumer after another would; once the context is over, the rest are not asked.
+func (b *fakeBackend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
+	b.mu.Lock()
+	b.batches++
+	b.mu.Unlock()
+	out := make([]ports.Checked, len(ps))
+	for i, p := range ps {
+		if err := ctx.Err(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		cctx, cancel := b.withTimeout(ctx, each)
+		out[i].Holding, out[i].Err = b.Holds(cctx, p)
+		cancel()
+	}
+	return out
+}
+
+// withTimeout is set by the world to the mock clock's; context.WithTimeout where nil.
+func (b *fakeBackend) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if b.timeout != nil {
+		return b.timeout(ctx, d)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (b *fakeBackend) Managed(context.Context) ([]ports.Managed, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.managed++
+	if b.managedErr != nil {
+		return nil, b.managedErr
+	}
+	out := make([]ports.Managed, 0, len(b.store))
+	for as, m := range b.store {
+		out = append(out, ports.Managed{As: as, Derived: m.p.Derived, Withdrawn: m.withdrawn, Since: m.since})
+	}
+	return out, nil
 }
 
 // lose takes a consumer away behind the loop's back, as a person dropping its role would.
@@ -174,14 +266,24 @@ type world struct {
 	clk     *clock.Mock
 	backend *fakeBackend
 	log     *fakeLogger
+	lease   ports.Lease
 	h       *domain.Harness
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, fs: afero.NewMemMapFs(), clk: clock.NewMock(), backend: &fakeBackend{}, log: &fakeLogger{}}
-	w.h = domain.New(domain.Config{Resource: "postgres", Receives: receives}, w.fs, w.clk, w.backend, w.log)
+	clk := clock.NewMock()
+	w := &world{t: t, fs: afero.NewMemMapFs(), clk: clk, log: &fakeLogger{},
+		backend: &fakeBackend{now: clk.Now, timeout: clk.WithTimeout}}
+	w.configure(domain.Config{})
 	return w
+}
+
+// configure makes the world's loop anew with cfg, its resource and file filled in; what the
+// backend holds stays.
+func (w *world) configure(cfg domain.Config) {
+	cfg.Resource, cfg.Receives = "postgres", receives
+	w.h = domain.New(cfg, w.fs, w.clk, w.backend, w.lease, w.log)
 }
 
 // newApplied is a world in which letta, listed with its secret, was applied by a first pass.

@@ -2,6 +2,8 @@ package domain_test
 
 import (
 	"testing"
+
+	"github.com/novox/postgres-provider/domain"
 )
 
 // FuzzContributionsFile feeds the loop any bytes as the contributions file after letta was
@@ -25,11 +27,18 @@ func FuzzContributionsFile(f *testing.F) {
 
 		w.write(receives, string(content))
 		r := w.pass(0)
+		if len(w.backend.removes) != 0 {
+			t.Fatalf("withdrew before the file settled: %q", content)
+		}
+		r = w.pass(domain.DefaultWithdrawSettle)
 		_, listed := r.Consumers["letta"]
+		complete := r.FileRead && r.BadEntries == 0
 		switch {
 		case !r.FileRead && (len(w.backend.creates) != creates || len(w.backend.removes) != 0):
 			t.Fatalf("a file that was not read applied or withdrew: %q", content)
-		case r.FileRead && listed == (len(w.backend.removes) == 1):
+		case r.FileRead && !complete && len(w.backend.removes) != 0:
+			t.Fatalf("a file with a bad entry withdrew: %q", content)
+		case complete && listed == (len(w.backend.removes) == 1):
 			t.Fatalf("listed=%v but removes=%v for %q", listed, w.backend.removes, content)
 		}
 	})

@@ -15,6 +15,9 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
+// settle is how long the file must stay unchanged before a withdrawal.
+const settle = domain.DefaultWithdrawSettle
+
 func TestUnusableFileIsSaidOnceAndChangesNothing(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -66,14 +69,16 @@ func TestOversizedFilesAreNotRead(t *testing.T) {
 	is := is.New(t)
 	defer domain.SetMaxFile(512)()
 	w := newWorld(t)
-	w.write("/s/letta", strings.Repeat("p", 513))
+	w.write("/s/letta", strings.Repeat("p", 1025))
 	w.contributions(consumer("letta", "/s/letta"))
 	r := w.pass(0)
-	is.Equal(r.Consumers["letta"], domain.StateWaitingForSecret) // a secret too large is not read
-	is.Equal(w.log.take(), []string{"letta: secret not readable yet (/s/letta): /s/letta is larger than 512 bytes"})
+	is.Equal(r.Consumers["letta"], domain.StateFailing) // a secret over 1 KiB is not a password
+	is.Equal(w.log.take(), []string{"letta: secret refused (/s/letta): it holds more than 1024 bytes, which is not a password; " +
+		"nothing is provisioned for this consumer until it holds a password"})
+	is.Equal(len(w.backend.creates), 0)
 	w.write(receives, `{"given": []}`+strings.Repeat(" ", 512))
 	r = w.pass(0)
-	is.True(!r.FileRead) // nor a contributions file
+	is.True(!r.FileRead) // nor a contributions file over its cap
 	is.Equal(w.log.take(), []string{"contributions file unreadable (" + receives + "): " + receives +
 		" is larger than 512 bytes; nothing applied or removed until it can be read"})
 }
@@ -240,8 +245,9 @@ func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
 	w := newApplied(t)
 	w.backend.lose("letta") // behind the loop's back
 	r := w.pass(time.Minute)
-	is.Equal(w.backend.createsOf("letta"), 2)                                                 // applied again
-	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // said so
+	is.Equal(w.backend.createsOf("letta"), 2) // applied again
+	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again",
+		"letta: what drifted: missing"}) // said so, and what drifted
 	is.Equal(r.Consumers["letta"], domain.StateBraked)
 	is.Equal(r.Reapplied, 1)
 
@@ -250,7 +256,7 @@ func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
 	is.Equal(w.backend.createsOf("letta"), 2)           // and not applied again
 	w.backend.lose("letta")
 	w.pass(time.Minute)
-	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // counted from one again
+	is.Equal(w.log.take()[0], "letta: the backend no longer holds it; applying again") // counted from one again
 }
 
 func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
@@ -258,7 +264,8 @@ func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 	w := newApplied(t)
 	w.backend.broken = true
 	w.pass(time.Minute)
-	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again"}) // first re-apply: no wait said
+	is.Equal(w.log.take(), []string{"letta: the backend no longer holds it; applying again",
+		"letta: what drifted: what create makes"}) // first re-apply: no wait said
 
 	// The n-th re-apply in a row waits VerifyEvery << (n-1) before the next check.
 	waits := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
@@ -274,6 +281,7 @@ func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 		is.Equal(len(w.backend.holdsCalls), calls+1) // asked when the wait is over
 		is.Equal(w.log.take(), []string{
 			fmt.Sprintf("letta: still not held after being applied again (%d times in a row) — create does not produce what holds checks; applying again", n),
+			"letta: what drifted: what create makes",
 			fmt.Sprintf("letta: next check in %s", waits[n-1]),
 		}) // said, with the doubled wait
 	}
@@ -282,7 +290,7 @@ func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 func TestBrakeWaitNeverOverflows(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	w.h = domain.New(domain.Config{Resource: "postgres", Receives: receives, VerifyEvery: time.Nanosecond}, w.fs, w.clk, w.backend, w.log)
+	w.configure(domain.Config{VerifyEvery: time.Nanosecond})
 	w.write("/s/letta", "pw")
 	w.contributions(consumer("letta", "/s/letta"))
 	w.pass(0)
@@ -401,7 +409,9 @@ func TestWithdrawsWhatIsNoLongerListedInOrder(t *testing.T) {
 	w.pass(0)
 	w.contributions(entries[3])
 	w.log.take()
-	r := w.pass(5 * time.Second)
+	w.pass(5 * time.Second) // the file has not settled yet
+	is.Equal(len(w.backend.removes), 0)
+	r := w.pass(settle)
 	is.Equal(w.backend.removes, []string{"alpha", "charlie", "delta"})        // sorted
 	is.Equal(w.backend.removedDer[0], map[string]any{"database": "alpha_db"}) // with what was derived
 	is.Equal(r.Withdrawn, 3)
@@ -419,7 +429,8 @@ func TestFailedRemoveIsRetried(t *testing.T) {
 	w := newApplied(t)
 	w.contributions()
 	w.backend.removeErr = errors.New("server down")
-	r := w.pass(5 * time.Second)
+	w.pass(0) // the change seen
+	r := w.pass(settle)
 	is.Equal(r.Failures, 1)
 	is.Equal(w.log.take()[1], "letta: remove failed, will retry: server down") // said
 	w.backend.removeErr = nil
@@ -432,7 +443,8 @@ func TestWithdrawnConsumerComesBackFresh(t *testing.T) {
 	is := is.New(t)
 	w := newApplied(t)
 	w.contributions()
-	w.pass(5 * time.Second)
+	w.pass(0)
+	w.pass(settle)
 	w.contributions(consumer("letta", "/s/letta"))
 	w.pass(5 * time.Second)
 	is.Equal(w.backend.createsOf("letta"), 2) // state was dropped with the removal: created again
@@ -454,6 +466,7 @@ func TestPasswordIsScrubbedFromEveryLine(t *testing.T) {
 	w.contributions()
 	w.backend.removeErr = errors.New("remove: " + leak)
 	w.pass(time.Minute)
+	w.pass(settle)
 
 	lines := w.log.lines()
 	is.Equal(lines[0], "letta: create failed, will retry: create: raw *** query *** path ***") // each form scrubbed

@@ -11,31 +11,65 @@ const (
 	StateApplied State = "applied"
 	// StateWaitingForSecret: its secret could not be read; nothing is applied for it.
 	StateWaitingForSecret State = "waiting_for_secret"
-	// StateFailing: the last create failed; it is tried again next pass.
+	// StateFailing: the last create failed, or its secret was refused; it is tried again next
+	// pass.
 	StateFailing State = "failing"
 	// StateBraked: the backend lost it and it was applied again; checks are spaced out.
 	StateBraked State = "braked"
+	// StateUnchecked: the backend as a whole could not be used, so nothing was asked for it.
+	StateUnchecked State = "unchecked"
 )
 
 // States lists every State, for those who count consumers by state.
-var States = []State{StateApplied, StateWaitingForSecret, StateFailing, StateBraked}
+var States = []State{StateApplied, StateWaitingForSecret, StateFailing, StateBraked, StateUnchecked}
+
+// Status is what the loop knows of one listed consumer.
+type Status struct {
+	// As is the consumer's login.
+	As string `json:"as"`
+	// State is where it stands, and Since when it got there.
+	State State     `json:"state"`
+	Since time.Time `json:"since"`
+	// LastError is the last failure said for it (scrubbed), empty once it is applied.
+	LastError string `json:"last_error,omitempty"`
+	// CheckedAt is when the backend last answered a check of it; zero if never.
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// NextCheck is when it is next due a check; zero where nothing of it is applied yet.
+	NextCheck time.Time `json:"next_check,omitzero"`
+	// Drift is what the last check that found it not held said had drifted.
+	Drift []string `json:"drift,omitempty"`
+}
 
 // Report is what one pass did.
 type Report struct {
 	// FileRead is whether the contributions file was read and usable.
 	FileRead bool
+	// BadEntries counts entries of the file that could not be decoded. While there are any,
+	// the file is not a complete list, and nothing is withdrawn.
+	BadEntries int
+	// ServerProblem is why the backend as a whole could not be used, empty when it could or
+	// was not needed.
+	ServerProblem string
+	// Standby is set where this replica does not hold the lease, and so did not act.
+	Standby bool
 	// Consumers is each listed consumer's state after the pass.
 	Consumers map[string]State
+	// Status is each listed consumer's status after the pass, in the file's order.
+	Status []Status
 	// Created counts creates that succeeded for consumers that were new or changed.
 	Created int
 	// Reapplied counts creates that succeeded for consumers the backend no longer held.
 	Reapplied int
-	// Withdrawn counts consumers removed from the backend.
-	Withdrawn int
-	// Failures counts creates and removes that failed.
+	// Withdrawn counts consumers withdrawn from the backend; Dropped those dropped.
+	Withdrawn, Dropped int
+	// Failures counts creates, removes and drops that failed.
 	Failures int
-	// Unchecked counts Holds calls that could not ask the backend.
+	// Unchecked counts consumers the backend could not be asked about.
 	Unchecked int
+	// WithdrawalsHeld counts consumers the file no longer lists whose withdrawal waits for the
+	// file to settle; MassWithdrawal is set when they are more than half of those managed.
+	WithdrawalsHeld int
+	MassWithdrawal  bool
 	// Took is how long the pass took, by the loop's clock.
 	Took time.Duration
 	// Watched are the files the pass read or tried to: the contributions file and every listed
@@ -45,7 +79,7 @@ type Report struct {
 
 // Converged is whether the file was read and every listed consumer was held or created.
 func (r Report) Converged() bool {
-	if !r.FileRead {
+	if !r.FileRead || r.Standby || r.ServerProblem != "" {
 		return false
 	}
 	for _, s := range r.Consumers {

@@ -1,6 +1,7 @@
 // Package ports declares what the reconcile loop needs from the world: a filesystem to read the
-// contributions file and secrets from, a clock, a backend that provisions consumers, and a logger.
-// It holds interfaces and the plain data that crosses them, nothing else.
+// contributions file and secrets from, a clock, a backend that provisions consumers and keeps a
+// record of what it manages, a lease that says whether this replica may act, and a logger. It
+// holds interfaces and the plain data that crosses them, nothing else.
 //
 // "Port" here means a driven port: an interface the domain calls and an adapter implements.
 package ports
@@ -8,6 +9,7 @@ package ports
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -32,22 +34,80 @@ type Provision struct {
 	Consumer string
 }
 
-// Backend is the resource a provider brings into being for each consumer.
+// Holding is what a check of one consumer found.
+type Holding struct {
+	// Held is whether the backend holds the consumer exactly as asked.
+	Held bool
+	// Drift names what differs where it is not held, in words an operator reads, e.g.
+	// "password", "connection limit", "extension vector missing". It is empty when Held.
+	Drift []string
+}
+
+// Checked is one consumer's answer in a batch of checks.
+type Checked struct {
+	Holding
+	// Err is set where the backend could not be asked about this consumer; Holding is then
+	// meaningless.
+	Err error
+}
+
+// Managed is one consumer in the backend's record of what this provider manages.
+type Managed struct {
+	// As is the consumer's login.
+	As string
+	// Derived is what the mesh derived for it when it was last created: what Remove and Drop
+	// need.
+	Derived map[string]any
+	// Withdrawn is whether it was withdrawn: its login taken away, its data kept.
+	Withdrawn bool
+	// Since is when it was withdrawn; zero while it is active.
+	Since time.Time
+}
+
+// Backend is the resource a provider brings into being for each consumer, and the record of
+// which consumers it manages. The record lives with the resource, not in the provider's memory:
+// it outlives restarts, crashes and the replica that wrote it.
 type Backend interface {
-	// Create brings p into being, or back to exactly what p says. It is idempotent: repeating it,
-	// or racing it with itself for the same consumer, leaves one correct resource.
+	// Create brings p into being, or back to exactly what p says, and records it as managed
+	// and active, in one step that never leaves what it made unrecorded. It is idempotent:
+	// repeating it, or racing it with itself for the same consumer, leaves one correct
+	// resource. It refuses what exists and is not the provider's to take over.
 	Create(ctx context.Context, p Provision) error
-	// Remove withdraws what Create made for the login as; derived is what the mesh last derived
-	// for it. Removing what is already gone is not an error.
+	// Remove withdraws the login as: it can no longer be used, what it holds is kept, and the
+	// record marks it withdrawn. derived is what the mesh last derived for it. Removing what is
+	// already withdrawn or gone is not an error.
 	Remove(ctx context.Context, as string, derived map[string]any) error
-	// Holds reports whether the backend still holds the consumer exactly as p says. It changes
-	// nothing. An error means the backend could not be asked, not that the consumer is lost.
-	Holds(ctx context.Context, p Provision) (bool, error)
+	// Drop removes everything Create made for the login as, and its record. Dropping what is
+	// already gone is not an error.
+	Drop(ctx context.Context, as string, derived map[string]any) error
+	// Holds reports whether the backend still holds the consumer exactly as p says, and what
+	// drifted where it does not. It changes nothing. An error means the backend could not be
+	// asked, not that the consumer is lost.
+	Holds(ctx context.Context, p Provision) (Holding, error)
+	// HoldsAll is Holds for many consumers at once, answered in the order of ps; each answer
+	// is the one Holds would give. each bounds the check of any one consumer. It changes
+	// nothing.
+	HoldsAll(ctx context.Context, ps []Provision, each time.Duration) []Checked
+	// Managed lists what the record says this provider manages, active or withdrawn. It is
+	// also the check of the backend as a whole: an error means the record could not be read
+	// (the backend unreachable, the provider not allowed, ...), and says why in words an
+	// operator can act on; nothing may be withdrawn on its account.
+	Managed(ctx context.Context) ([]Managed, error)
+}
+
+// Lease says whether this replica may act: of several replicas of a provider, one holds the
+// lease and acts, the others stand by.
+type Lease interface {
+	// Held answers nil while this replica holds the lease, and why not otherwise.
+	Held(ctx context.Context) error
 }
 
 // Filesystem is the part of afero.Fs the loop reads the contributions file and secrets through.
+// Open must not block on what is not a regular file (a FIFO nobody writes would stall the loop
+// for ever): the loop refuses such a file once it is open.
 type Filesystem interface {
 	Open(name string) (afero.File, error)
+	Stat(name string) (os.FileInfo, error)
 }
 
 // Clock is the part of github.com/benbjohnson/clock the loop takes its time from.

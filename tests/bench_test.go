@@ -23,7 +23,7 @@ func BenchmarkFileChangeToRole(b *testing.B) {
 	url := pgserver.Shared(b).URL
 	m := newMesh(b)
 	m.give()
-	cmd := exec.Command(bin, "--receives", m.file, "--database-url", url, "--every", "1h")
+	cmd := exec.Command(bin, m.args("--database-url", url, "--every", "1h")...)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestOnceExitCodes(t *testing.T) {
 			is := is.New(t)
 			m := newMesh(t)
 			c.setup(m)
-			code, out := runOnce(t, nil, "--once", "--receives", m.file, "--database-url", c.url)
+			code, out := runOnce(t, nil, m.args("--once", "--database-url", c.url)...)
 			is.Equal(code, c.code) // the exit code says whether every consumer is there
 			if c.code == 1 {
 				is.True(out != "") // and why not, in the loop's words
@@ -103,13 +103,13 @@ func TestVariablesAndFlagPrecedence(t *testing.T) {
 		args func(m *mesh) []string
 	}{
 		{"variables alone", func(m *mesh) []string {
-			return []string{"PROVISIONER_RECEIVES=" + m.file, "PROVISIONER_DATABASE_URL=" + url, "PROVISIONER_ONCE=true"}
+			return []string{"PROVISIONER_RECEIVES=" + m.file, "PROVISIONER_RESOURCE=" + m.resource, "PROVISIONER_DATABASE_URL=" + url, "PROVISIONER_ONCE=true"}
 		}, func(m *mesh) []string { return nil }},
 		{"a flag beats its variable", func(m *mesh) []string {
 			return []string{"PROVISIONER_RECEIVES=/nonexistent/c.json", "PROVISIONER_DATABASE_URL=postgres://127.0.0.1:1/x"}
-		}, func(m *mesh) []string { return []string{"--once", "--receives", m.file, "--database-url", url} }},
+		}, func(m *mesh) []string { return m.args("--once", "--database-url", url) }},
 		{"DATABASE_URL", func(m *mesh) []string { return []string{"DATABASE_URL=" + url} },
-			func(m *mesh) []string { return []string{"--once", "--receives", m.file} }},
+			func(m *mesh) []string { return m.args("--once") }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -135,10 +135,17 @@ func (p *proc) get(path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// metric is the value of a sample of /metrics, -1 where it is not there (yet).
+// metric is the value of a sample of /metrics, -1 where it is not there (yet). The sample is
+// written without its resource label, e.g. provisioner_consumers{state="applied"}: each test's
+// provisioner serves a resource of its own.
 func (p *proc) metric(sample string) float64 {
 	_, body := p.get("/metrics")
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(body)
+	name, labels, _ := strings.Cut(strings.TrimSuffix(sample, "}"), "{")
+	pattern := `(?m)^` + regexp.QuoteMeta(name) + `\{resource="[^"]*"`
+	if labels != "" {
+		pattern += "," + regexp.QuoteMeta(labels)
+	}
+	m := regexp.MustCompile(pattern + `\} (\S+)$`).FindStringSubmatch(body)
 	if m == nil {
 		return -1
 	}
@@ -149,7 +156,7 @@ func (p *proc) metric(sample string) float64 {
 // passes waits until the provisioner has run n more passes than now.
 func (p *proc) passes(n int) {
 	p.t.Helper()
-	const sample = `provisioner_passes_total{resource="postgres"}`
+	const sample = `provisioner_passes_total`
 	var now float64
 	eventually(p.t, "the first pass", func() bool { now = p.metric(sample); return now >= 1 })
 	eventually(p.t, fmt.Sprintf("%d more passes", n), func() bool { return p.metric(sample) >= now+float64(n) })
@@ -186,16 +193,24 @@ func serverDir(t *testing.T) string {
 	return dir
 }
 
-// mesh is a contributions file and its secrets in a folder of the test's.
+// mesh is a contributions file and its secrets in a folder of the test's, for a resource of
+// the test's own: the tests share a server, and a provider withdraws every consumer of its
+// resource that its file does not list.
 type mesh struct {
-	t    testing.TB
-	dir  string
-	file string
+	t        testing.TB
+	dir      string
+	file     string
+	resource string
 }
 
 func newMesh(t testing.TB) *mesh {
 	dir := t.TempDir()
-	return &mesh{t: t, dir: dir, file: filepath.Join(dir, "contributions.json")}
+	return &mesh{t: t, dir: dir, file: filepath.Join(dir, "contributions.json"), resource: "pg-" + randomHex(4)}
+}
+
+// args are the provisioner's flags for this mesh: its file and its resource.
+func (m *mesh) args(more ...string) []string {
+	return append([]string{"--receives", m.file, "--resource", m.resource}, more...)
 }
 
 type consumer struct {
@@ -218,7 +233,7 @@ func (m *mesh) give(cs ...consumer) {
 			"values": map[string]any{"name": c.as, "extensions": exts}})
 		m.writeFile(m.secret(c.as), c.password+"\n")
 	}
-	raw, err := json.Marshal(map[string]any{"requirement": "postgres", "given": given})
+	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": given})
 	is.New(m.t).NoErr(err)
 	m.writeFile(m.file, string(raw))
 }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,15 +21,16 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// Policy is what Remove does with a consumer the mesh no longer lists.
-type Policy string
+// Adopt is what Create does with a role that exists and is not in the record.
+type Adopt string
 
 const (
-	// Retain takes the login away and ends its sessions; the database and its data stay, and a
-	// later Create gives the login back.
-	Retain Policy = "retain"
-	// Drop ends the sessions, drops the database and then the role. Nothing is left.
-	Drop Policy = "drop"
+	// AdoptPlain takes over a plain login role (no superuser, no power to create roles,
+	// replicate or bypass row security, not a member of a role that has one, nor of a
+	// predefined pg_ role), as the provider before the record made them; any other is refused.
+	AdoptPlain Adopt = "plain"
+	// AdoptNone refuses every role the record does not name.
+	AdoptNone Adopt = "none"
 )
 
 // SQLSTATEs this adapter tells apart.
@@ -41,11 +44,15 @@ type Config struct {
 	// URL is the provider's superuser connection, as a URL or key=value string. Empty takes
 	// libpq's PG* variables and defaults.
 	URL string
-	// OnWithdraw is Retain (the default) or Drop.
-	OnWithdraw Policy
+	// Resource is the requirement this provider serves: the record is kept per resource, so
+	// that providers of different resources on one server never touch each other's consumers.
+	// Empty is "postgres".
+	Resource string
+	// Adopt is AdoptPlain (the default) or AdoptNone.
+	Adopt Adopt
 	// Log is where the adapter says what an operator needs to know (an extension skipped).
 	Log ports.Logger
-	// Timeout bounds one Create or Remove, waiting for the consumer's lock included; zero is
+	// Timeout bounds one Create, Remove or Drop, waiting for the consumer's lock included; zero is
 	// DefaultTimeout. Holds is bounded by its caller.
 	Timeout time.Duration
 }
@@ -60,11 +67,13 @@ const defaultConnectTimeout = 10 * time.Second
 
 // Backend provisions consumers on one PostgreSQL server. It is safe for concurrent use.
 type Backend struct {
-	pool    *pgxpool.Pool
-	policy  Policy
-	timeout time.Duration
-	log     ports.Logger
-	self    string // the provider's own role, never given to a consumer
+	pool     *pgxpool.Pool
+	resource string
+	adopt    Adopt
+	timeout  time.Duration
+	log      ports.Logger
+	self     string // the provider's own role, never given to a consumer
+	server   string // user@host:port, to name the server in what is said
 
 	// verified remembers which stored verifiers a password was checked against, so that a
 	// verify pass does not run PBKDF2 (4096 rounds) per consumer while nothing changed.
@@ -76,12 +85,15 @@ var _ ports.Backend = (*Backend)(nil)
 // New returns a Backend for cfg. It does not connect: a server that is down now is reached
 // once it is up.
 func New(cfg Config) (*Backend, error) {
-	switch cfg.OnWithdraw {
+	switch cfg.Adopt {
 	case "":
-		cfg.OnWithdraw = Retain
-	case Retain, Drop:
+		cfg.Adopt = AdoptPlain
+	case AdoptPlain, AdoptNone:
 	default:
-		return nil, fmt.Errorf("on-withdraw %q: want retain or drop", cfg.OnWithdraw)
+		return nil, fmt.Errorf("adopt %q: want plain or none", cfg.Adopt)
+	}
+	if cfg.Resource == "" {
+		cfg.Resource = "postgres"
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -98,7 +110,9 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	return &Backend{pool: pool, policy: cfg.OnWithdraw, timeout: cfg.Timeout, log: cfg.Log, self: pc.ConnConfig.User}, nil
+	cc := pc.ConnConfig
+	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
+		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
 }
 
 // Close ends the Backend's connections.
@@ -126,12 +140,8 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
 	if p.Password == "" {
 		return fmt.Errorf("create role %s: the minted password is empty", pl.role)
 	}
-	verifier, err := scramVerifier(p.Password)
-	if err != nil {
-		return fmt.Errorf("create role %s: %w", pl.role, err)
-	}
 	return b.locked(ctx, pl.role, func(ctx context.Context, conn *pgxpool.Conn) error {
-		if err := ensureRole(ctx, conn, pl.role, verifier); err != nil {
+		if _, err := b.ensureRole(ctx, conn, pl, p.Password); err != nil {
 			return fmt.Errorf("create role %s: %w", pl.role, err)
 		}
 		if err := ensureDatabase(ctx, conn, pl.database, pl.role); err != nil {
@@ -149,7 +159,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	defer cancel()
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return b.connectError(err)
 	}
 	defer conn.Release()
 	const key = "SELECT hashtextextended('novox-provisioner/' || $1, 0)"

@@ -131,18 +131,18 @@ func TestHoldsMakesNoWrites(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	// A Backend whose every transaction is read-only: any write it tried would fail.
-	readOnly := e.backend(e.srv.URL+"&default_transaction_read_only=on", postgres.Retain)
+	readOnly := e.backend(e.srv.URL + "&default_transaction_read_only=on")
 	p := provision(name("ro"), "pg_trgm")
 
 	is.True(readOnly.Create(ctx, p) != nil) // the read-only server refuses a write, so the check below can bite
 	e.mustCreate(p)
 	held, err := readOnly.Holds(ctx, p)
 	is.NoErr(err) // no statement of Holds writes
-	is.True(held)
+	is.True(held.Held)
 	e.exec(p.As, "DROP EXTENSION pg_trgm")
 	held, err = readOnly.Holds(ctx, p)
 	is.NoErr(err)
-	is.True(!held) // still sees drift, read-only
+	is.True(!held.Held) // still sees drift, read-only
 }
 
 func TestAnotherConsumerCannotConnect(t *testing.T) {
@@ -186,30 +186,28 @@ func TestRemoveRetainKeepsTheDataAndTakesTheLogin(t *testing.T) {
 func TestRemoveDropLeavesNothing(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	drop := e.backend(e.srv.URL, postgres.Drop)
 	letta := provision(name("letta"), "pg_trgm")
 	letta.Derived = map[string]any{"database": letta.As + "_db"}
-	is.NoErr(drop.Create(ctx, letta))
+	e.mustCreate(letta)
 	session := e.mustLogin(letta.As, letta.Password, letta.As+"_db")
 
-	is.NoErr(drop.Remove(ctx, letta.As, letta.Derived))
+	is.NoErr(e.b.Drop(ctx, letta.As, letta.Derived))
 	_, err := session.Exec(ctx, "SELECT 1")
 	is.True(err != nil) // its session was ended
 	var left int
 	is.NoErr(e.admin("").QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_roles WHERE rolname = $1)
 		+ (SELECT count(*) FROM pg_database WHERE datname = $2)`, letta.As, letta.As+"_db").Scan(&left))
-	is.Equal(left, 0)                                   // no role, no database
-	is.NoErr(drop.Remove(ctx, letta.As, letta.Derived)) // again: idempotent
+	is.Equal(left, 0)                                // no role, no database
+	is.NoErr(e.b.Drop(ctx, letta.As, letta.Derived)) // again: idempotent
 }
 
 func TestRemoveDropFindsTheDatabaseWithoutDerived(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	drop := e.backend(e.srv.URL, postgres.Drop)
 	letta := provision(name("letta"))
 	letta.Values["name"] = letta.As + "_wanted"
-	is.NoErr(drop.Create(ctx, letta))
-	is.NoErr(drop.Remove(ctx, letta.As, nil)) // the database was named by values, which Remove is not told
+	e.mustCreate(letta)
+	is.NoErr(e.b.Drop(ctx, letta.As, nil)) // the database was named by values, which Remove is not told
 	var left int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", letta.As+"_wanted").Scan(&left))
 	is.Equal(left, 0) // found as the role's own database and dropped
@@ -316,7 +314,7 @@ func TestPasswordNeverReachesPgStatStatements(t *testing.T) {
 func TestConcurrentCreatesOfOneConsumer(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	other := e.backend(e.srv.URL, postgres.Retain) // a second provider on the same server
+	other := e.backend(e.srv.URL) // a second provider on the same server
 	p := provision(name("race"), "pg_trgm", "dblink")
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -378,7 +376,7 @@ func TestSASLprepAgreesWithTheServer(t *testing.T) {
 func TestErrorsWhileTheServerIsDownAreClear(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	down := e.backend("postgres://postgres:hunter2-secret@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2", postgres.Retain)
+	down := e.backend("postgres://postgres:hunter2-secret@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
 	p := provision(name("down"))
 	err := down.Create(ctx, p)
 	is.True(err != nil)
@@ -433,12 +431,8 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 	is.True(errors.Is(err, context.DeadlineExceeded)) // and so does Remove
 }
 
-// The adapter keeps the contract of ports.Backend, under either policy.
+// The adapter keeps the contract of ports.Backend.
 func TestBackendKeepsTheContract(t *testing.T) {
-	for _, policy := range []postgres.Policy{postgres.Retain, postgres.Drop} {
-		t.Run(string(policy), func(t *testing.T) {
-			e := newEnv(t)
-			backendtest.Run(t, e.backend(e.srv.URL, policy), func() ports.Provision { return provision(name("contract"), "pg_trgm") })
-		})
-	}
+	e := newEnv(t)
+	backendtest.Run(t, e.b, func() ports.Provision { return provision(name("contract"), "pg_trgm") })
 }

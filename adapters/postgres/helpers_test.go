@@ -54,14 +54,21 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, srv: pgserver.Shared(t), log: &recLogger{}}
-	e.b = e.backend(e.srv.URL, postgres.Retain)
+	e.b = e.backend(e.srv.URL)
 	return e
 }
 
-// backend is another Backend on the server, with its own URL and policy.
-func (e *env) backend(url string, policy postgres.Policy) *postgres.Backend {
+// backend is another Backend on the server, with its own URL.
+func (e *env) backend(url string) *postgres.Backend {
 	e.t.Helper()
-	b, err := postgres.New(postgres.Config{URL: url, OnWithdraw: policy, Log: e.log})
+	return e.backendWith(postgres.Config{URL: url})
+}
+
+// backendWith is another Backend as cfg says, saying what it says to the env's logger.
+func (e *env) backendWith(cfg postgres.Config) *postgres.Backend {
+	e.t.Helper()
+	cfg.Log = e.log
+	b, err := postgres.New(cfg)
 	is.New(e.t).NoErr(err) // backend
 	e.t.Cleanup(b.Close)
 	return b
@@ -152,7 +159,7 @@ func (e *env) holds(p ports.Provision) bool {
 	if err != nil {
 		e.t.Fatalf("holds %s: %v", p.As, err)
 	}
-	return held
+	return held.Held
 }
 
 // catalog is every role and database on the server, to show that nothing changed.

@@ -22,6 +22,7 @@ type plan struct {
 	role       string
 	database   string
 	extensions []string
+	derived    map[string]any
 }
 
 // planOf validates what p names: the login, the database (derived.database, else values.name,
@@ -41,7 +42,7 @@ func (b *Backend) planOf(p ports.Provision) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	return plan{role: p.As, database: db, extensions: exts}, nil
+	return plan{role: p.As, database: db, extensions: exts, derived: p.Derived}, nil
 }
 
 // databaseOf names the consumer's database: derived.database wins over values.name; where

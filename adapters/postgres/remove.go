@@ -2,68 +2,145 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Remove withdraws the login as. Retain: the role loses LOGIN and its sessions end; the
-// database stays. Drop: sessions end, the role's database (derived.database, else every one it
-// owns) is dropped, then the role. Both are no-ops for what is already gone.
+// Remove withdraws the login as: the role loses LOGIN, its sessions end, and its record is
+// marked withdrawn (since now, unless it was already); the database and its data stay, and a
+// later Create gives the login back. A role that is gone is no error; one the record does not
+// give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any) error {
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
-	named, err := databaseOf("", nil, derived)
-	if err != nil {
-		return err
-	}
-	if named != "" {
-		if err := b.checkName("database", named); err != nil {
+	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
+		exists, err := b.withdrawLogin(ctx, conn, as)
+		if err != nil || !exists {
 			return err
 		}
+		return endSessions(ctx, conn, as)
+	})
+}
+
+// Drop removes everything of the login as, in an order that finishes: the login first (so
+// nobody works on while it goes), then every database the role owns, then what it still owns
+// or was granted in every other database (DROP OWNED, in each), then the role, and its record
+// with it. Objects the consumer made elsewhere are dropped, not handed to the provider: a
+// function of the consumer's owned by a superuser would run as one. A role that is gone is no
+// error; one the record does not give this provider is refused and left as it is.
+func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
+	if err := b.checkName("login", as); err != nil {
+		return err
 	}
 	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		if b.policy == Retain {
-			_, err := conn.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN")
-			if pgCode(err) == undefinedObject {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("withdraw login %s: %w", as, err)
-			}
-			return endSessions(ctx, conn, as)
+		exists, err := b.withdrawLogin(ctx, conn, as)
+		if err != nil || !exists {
+			return err
 		}
 		if err := endSessions(ctx, conn, as); err != nil {
 			return err
 		}
-		rows, err := conn.Query(ctx, `SELECT datname::text FROM pg_database
-WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1) AND ($2 = '' OR datname = $2)`, as, named)
+		owned, err := collect(ctx, conn, `SELECT datname::text FROM pg_catalog.pg_database
+WHERE datdba = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1) ORDER BY 1`, as)
 		if err != nil {
 			return fmt.Errorf("list databases of %s: %w", as, err)
 		}
-		dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("list databases of %s: %w", as, err)
-		}
-		for _, db := range dbs {
+		for _, db := range owned {
 			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
+		// What the role owns or was granted in databases that are not its own; the provider's
+		// own database last, where DROP OWNED also revokes grants on shared objects.
+		others, err := collect(ctx, conn, `SELECT DISTINCT d.datname::text FROM pg_catalog.pg_shdepend s
+JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass
+  AND s.refobjid = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)
+  AND d.datname <> current_database() ORDER BY 1`, as)
+		if err != nil {
+			return fmt.Errorf("list what %s holds elsewhere: %w", as, err)
+		}
+		for _, db := range others {
+			if err := b.dropOwnedIn(ctx, db, as); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(as)); err != nil {
+			return fmt.Errorf("drop what %s owns: %w", as, err)
+		}
 		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(as)); err != nil {
 			return fmt.Errorf("drop role %s: %w", as, err)
 		}
+		b.verified.forget(as)
 		return nil
 	})
 }
 
+// withdrawLogin takes LOGIN from the role and marks its record withdrawn, in one transaction.
+// It answers whether the role exists.
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string) (bool, error) {
+	var exists bool
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		f, err := factsOf(ctx, tx, as)
+		if err != nil || !f.exists {
+			return err
+		}
+		exists = true
+		r, err := b.ours(as, f)
+		if errors.Is(err, errNotRecorded) {
+			return fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN"); err != nil {
+			return err
+		}
+		if r.State == withdrawn && r.Since != nil {
+			return nil
+		}
+		now := time.Now().UTC().Truncate(time.Second)
+		r.State, r.Since = withdrawn, &now
+		return setRecord(ctx, tx, as, r)
+	})
+	if err != nil {
+		return false, fmt.Errorf("withdraw login %s: %w", as, err)
+	}
+	return exists, nil
+}
+
+// dropOwnedIn drops what role owns in db, and revokes what it was granted there.
+func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
+	conn, err := b.connectTo(ctx, db, false)
+	if err != nil {
+		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(role)); err != nil {
+		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
+	}
+	return nil
+}
+
 // endSessions ends every session of role.
 func endSessions(ctx context.Context, conn *pgxpool.Conn, role string) error {
-	_, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", role)
+	_, err := conn.Exec(ctx, "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()", role)
 	if err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}
 	return nil
+}
+
+// collect is the first column of every row sql answers.
+func collect(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) ([]string, error) {
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

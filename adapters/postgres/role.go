@@ -2,33 +2,87 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ensureRole creates the role or brings it back to LOGIN with no powers and the verifier as its
-// password, in a transaction that keeps the statement out of the server's log, even if it
-// fails, and out of pg_stat_statements.
-func ensureRole(ctx context.Context, conn *pgxpool.Conn, role, verifier string) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// One round trip: the settings (local to this transaction: is_local true), and whether
-		// the role exists. pg_stat_statements' is a placeholder where it is not loaded.
-		var exists bool
-		err := tx.QueryRow(ctx, `SELECT set_config('log_statement', 'none', true),
+// ensureRole creates the role, or brings it back to LOGIN with no powers and the minted password,
+// and records it as managed and active, in one transaction: a crash never leaves a role of the
+// provider's unrecorded. The transaction keeps its statements out of the server's log, even if
+// they fail, and out of pg_stat_statements. A role that exists is altered only where it is the
+// provider's (the record says so) or may be adopted; its password is rewritten only where the
+// stored verifier does not verify against the minted one, and nothing is written where nothing
+// differs. It answers whether the role was adopted.
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, password string) (adopted bool, err error) {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// Local to this transaction (is_local true); pg_stat_statements' setting is a placeholder
+		// where the extension is not loaded.
+		_, err := tx.Exec(ctx, `SELECT set_config('log_statement', 'none', true),
        set_config('log_min_error_statement', 'panic', true),
        set_config('log_min_duration_statement', '-1', true),
-       set_config('pg_stat_statements.track_utility', 'off', true),
-       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(nil, nil, nil, nil, &exists)
+       set_config('pg_stat_statements.track_utility', 'off', true)`)
 		if err != nil {
 			return err
 		}
-		verb := "CREATE"
-		if exists {
-			verb = "ALTER"
+		f, err := factsOf(ctx, tx, pl.role)
+		if err != nil {
+			return err
 		}
-		_, err = tx.Exec(ctx, verb+" ROLE "+ident(role)+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"+
-			" NOREPLICATION NOBYPASSRLS VALID UNTIL 'infinity' PASSWORD "+literal(verifier))
-		return err
+		want := record{Resource: b.resource, Database: pl.database, Derived: pl.derived, State: active}
+		var had record
+		if f.exists {
+			had, err = b.ours(pl.role, f)
+			switch {
+			case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
+				return fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", pl.role)
+			case errors.Is(err, errNotRecorded) && len(f.powers) > 0:
+				return fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over",
+					pl.role, strings.Join(f.powers, ", "))
+			case errors.Is(err, errNotRecorded):
+				adopted = true
+			case err != nil:
+				return err
+			}
+		}
+		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
+		if !f.exists || !f.asMade || !verifies {
+			verb, secret := "ALTER", ""
+			if !f.exists {
+				verb = "CREATE"
+			}
+			if !verifies {
+				verifier, err := scramVerifier(password)
+				if err != nil {
+					return err
+				}
+				secret = " PASSWORD " + literal(verifier)
+			}
+			_, err = tx.Exec(ctx, verb+" ROLE "+ident(pl.role)+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"+
+				" NOREPLICATION NOBYPASSRLS VALID UNTIL 'infinity'"+secret)
+			if err != nil {
+				return err
+			}
+		}
+		if adopted || !sameRecord(had, want) {
+			return setRecord(ctx, tx, pl.role, want)
+		}
+		return nil
 	})
+	if err == nil && adopted {
+		b.say(slog.LevelWarn, pl.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+			"it now has the minted password and is managed like any other", pl.role, pl.role)
+	}
+	return adopted, err
+}
+
+// sameRecord is whether two records say the same.
+func sameRecord(a, b record) bool {
+	return a.Resource == b.Resource && a.Database == b.Database && a.State == b.State && a.Since == nil && b.Since == nil &&
+		(len(a.Derived) == 0 && len(b.Derived) == 0 || reflect.DeepEqual(a.Derived, b.Derived))
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,11 +61,18 @@ func TestVerifiedCacheAnswersAsPasswordVerifies(t *testing.T) {
 		is.True(c.verifies(v, "pencil", "letta"))
 		is.True(!c.verifies(v, "other", "letta"))
 	}
-	for i := range maxVerified + 1 {
-		c.verifies("md5"+strings.Repeat("0", 32), string(rune('a'+i%26))+strings.Repeat("x", i%100), "r")
+	is.Equal(c.derivations, 4) // one answer per role: another password takes its place
+	for i := range 20000 {
+		c.verifies("md5"+strings.Repeat("0", 32), "pw", fmt.Sprintf("role%d", i))
 	}
-	is.True(len(c.answers) <= maxVerified) // bounded
-	is.True(c.verifies(v, "pencil", "letta"))
+	is.Equal(len(c.answers), 20001) // one per role, however many
+	before := c.derivations
+	for i := range 20000 {
+		c.verifies("md5"+strings.Repeat("0", 32), "pw", fmt.Sprintf("role%d", i))
+	}
+	is.Equal(c.derivations, before) // asked again, none derived again
+	c.forget("letta")
+	is.Equal(len(c.answers), 20000)
 }
 
 func TestDatabaseNamePrecedence(t *testing.T) {

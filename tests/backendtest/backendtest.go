@@ -7,22 +7,29 @@ import (
 	"context"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/novox/postgres-provider/ports"
 )
 
 // Run checks b against the contract. fresh answers a consumer b has never seen, with a
 // password, values and derived that b accepts; its values may hold "name" (renamed by the
-// contract to change what is asked for).
+// contract to change what is asked for). b must be the only one to manage what fresh makes.
 func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision) {
 	ctx := context.Background()
 	holds := func(t *testing.T, p ports.Provision) bool {
 		t.Helper()
-		held, err := b.Holds(ctx, p)
+		h, err := b.Holds(ctx, p)
 		if err != nil {
 			t.Fatalf("holds %s: %v", p.As, err)
 		}
-		return held
+		if !h.Held && len(h.Drift) == 0 {
+			t.Fatalf("%s not held, and nothing said to have drifted", p.As)
+		}
+		if h.Held && len(h.Drift) > 0 {
+			t.Fatalf("%s held, yet drifted: %v", p.As, h.Drift)
+		}
+		return h.Held
 	}
 	create := func(t *testing.T, p ports.Provision) {
 		t.Helper()
@@ -35,6 +42,26 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision) {
 		if err := b.Remove(ctx, p.As, p.Derived); err != nil {
 			t.Fatalf("remove %s: %v", p.As, err)
 		}
+	}
+	drop := func(t *testing.T, p ports.Provision) {
+		t.Helper()
+		if err := b.Drop(ctx, p.As, p.Derived); err != nil {
+			t.Fatalf("drop %s: %v", p.As, err)
+		}
+	}
+	// recorded is what the record says of p: listed, and withdrawn.
+	recorded := func(t *testing.T, p ports.Provision) (ports.Managed, bool) {
+		t.Helper()
+		managed, err := b.Managed(ctx)
+		if err != nil {
+			t.Fatalf("managed: %v", err)
+		}
+		for _, m := range managed {
+			if m.As == p.As {
+				return m, true
+			}
+		}
+		return ports.Managed{}, false
 	}
 
 	t.Run("not held before it is created", func(t *testing.T) {
@@ -80,23 +107,96 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision) {
 			t.Fatal("not held after create with the new values")
 		}
 	})
-	t.Run("removed is not held, and removing again is no error", func(t *testing.T) {
+	t.Run("created is recorded as managed and active, with what was derived", func(t *testing.T) {
+		p := fresh()
+		if _, ok := recorded(t, p); ok {
+			t.Fatal("recorded before it was created")
+		}
+		create(t, p)
+		m, ok := recorded(t, p)
+		if !ok || m.Withdrawn || !m.Since.IsZero() {
+			t.Fatalf("after create, recorded %v as %+v", ok, m)
+		}
+		if len(m.Derived) != len(p.Derived) {
+			t.Fatalf("recorded derived %v, created with %v", m.Derived, p.Derived)
+		}
+	})
+	t.Run("removed is not held, recorded withdrawn, and removing again is no error", func(t *testing.T) {
 		p := fresh()
 		create(t, p)
+		before := time.Now().Add(-time.Minute) // the backend's clock may not be ours to the second
 		remove(t, p)
 		if holds(t, p) {
 			t.Fatal("held after remove")
 		}
+		m, ok := recorded(t, p)
+		if !ok || !m.Withdrawn || m.Since.Before(before) {
+			t.Fatalf("after remove, recorded %v as %+v", ok, m)
+		}
 		remove(t, p)
 		remove(t, fresh()) // never created
+		if _, ok := recorded(t, p); !ok {
+			t.Fatal("a second remove lost the record")
+		}
 	})
-	t.Run("created again after remove", func(t *testing.T) {
+	t.Run("created again after remove, and active again", func(t *testing.T) {
 		p := fresh()
 		create(t, p)
 		remove(t, p)
 		create(t, p)
 		if !holds(t, p) {
 			t.Fatal("not held after create following remove")
+		}
+		if m, ok := recorded(t, p); !ok || m.Withdrawn {
+			t.Fatalf("after create following remove, recorded %v as %+v", ok, m)
+		}
+	})
+	t.Run("dropped is gone, record and all, and dropping again is no error", func(t *testing.T) {
+		for _, removedFirst := range []bool{false, true} {
+			p := fresh()
+			create(t, p)
+			if removedFirst {
+				remove(t, p)
+			}
+			drop(t, p)
+			if holds(t, p) {
+				t.Fatal("held after drop")
+			}
+			if _, ok := recorded(t, p); ok {
+				t.Fatal("still recorded after drop")
+			}
+			drop(t, p)
+			drop(t, fresh())
+			create(t, p)
+			if !holds(t, p) {
+				t.Fatal("not held after create following drop")
+			}
+		}
+	})
+	t.Run("HoldsAll answers each as Holds does, in order", func(t *testing.T) {
+		held, lost, never := fresh(), fresh(), fresh()
+		create(t, held)
+		create(t, lost)
+		remove(t, lost)
+		ps := []ports.Provision{never, held, lost, held}
+		answers := b.HoldsAll(ctx, ps, 30*time.Second)
+		if len(answers) != len(ps) {
+			t.Fatalf("%d answers for %d consumers", len(answers), len(ps))
+		}
+		for i, want := range []bool{false, true, false, true} {
+			a := answers[i]
+			if a.Err != nil {
+				t.Fatalf("answer %d: %v", i, a.Err)
+			}
+			if a.Held != want || a.Held != holds(t, ps[i]) {
+				t.Fatalf("answer %d (%s): held %v, want %v", i, ps[i].As, a.Held, want)
+			}
+			if !a.Held && len(a.Drift) == 0 {
+				t.Fatalf("answer %d not held, and nothing said to have drifted", i)
+			}
+		}
+		if len(b.HoldsAll(ctx, nil, time.Second)) != 0 {
+			t.Fatal("answers for no consumers")
 		}
 	})
 }

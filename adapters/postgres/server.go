@@ -1,0 +1,74 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// SQLSTATEs of a server that will not let the provider in.
+const (
+	invalidPassword      = "28P01"
+	invalidAuthorization = "28000"
+	tooManyConnections   = "53300"
+	undefinedDatabase    = "3D000"
+	cannotConnectNow     = "57P03"
+	adminShutdown        = "57P01"
+)
+
+// serverError is err, met while using the server as a whole, in one line that names the server
+// (never its password) and says what to do.
+func (b *Backend) serverError(err error) error {
+	return described{text: fmt.Sprintf("the server %s %s", b.server, reason(err)), err: err}
+}
+
+// described is an error whose text is said in the adapter's own words, and which still wraps
+// what it came from, for errors.Is.
+type described struct {
+	text string
+	err  error
+}
+
+func (d described) Error() string { return d.text }
+func (d described) Unwrap() error { return d.err }
+
+// notSuperuser is the server's problem when the provider's role is not a superuser.
+func (b *Backend) notSuperuser() error {
+	return fmt.Errorf("the server %s: the provider's role %s is not a superuser, so it can neither create untrusted "+
+		"extensions (vector, dblink) nor check stored passwords; connect as a superuser (--database-url)", b.server, b.self)
+}
+
+// reason says in one line why the server could not be used: pgx's connect errors hold every
+// address and TLS attempt tried, which is more than an operator needs.
+func reason(err error) string {
+	var pgErr *pgconn.PgError
+	var netErr *net.OpError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == invalidPassword:
+		return "refused the provider's password (28P01): check the password of the connection URL (--database-url or PROVISIONER_DATABASE_URL)"
+	case errors.As(err, &pgErr) && pgErr.Code == invalidAuthorization:
+		return fmt.Sprintf("does not let the provider in (28000: %s): check the user of the connection URL and the server's pg_hba.conf", pgErr.Message)
+	case errors.As(err, &pgErr) && pgErr.Code == undefinedDatabase:
+		return fmt.Sprintf("has no such database (3D000: %s): check the database of the connection URL", pgErr.Message)
+	case errors.As(err, &pgErr) && pgErr.Code == tooManyConnections:
+		return fmt.Sprintf("has no connection slot left (53300: %s)", pgErr.Message)
+	case errors.As(err, &pgErr) && (pgErr.Code == cannotConnectNow || pgErr.Code == adminShutdown):
+		return fmt.Sprintf("is starting or stopping (%s: %s)", pgErr.Code, pgErr.Message)
+	case errors.As(err, &pgErr):
+		return fmt.Sprintf("answered an error: %s (%s)", pgErr.Message, pgErr.Code)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "did not answer in time: " + err.Error()
+	case errors.As(err, &netErr):
+		return "cannot be reached: " + netErr.Error()
+	default:
+		return "cannot be used: " + err.Error()
+	}
+}
+
+// connectError is the error of a per-consumer call that could not reach the server, in one line.
+func (b *Backend) connectError(err error) error {
+	return described{text: fmt.Sprintf("connect: the server %s %s", b.server, reason(err)), err: err}
+}

@@ -1,0 +1,56 @@
+package domain
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// leading reports whether this replica holds the lease and may act. A replica that takes the
+// lease forgets what it remembered of the backend: another replica may have acted meanwhile,
+// and the backend's record says what is managed now.
+func (h *Harness) leading(ctx context.Context) bool {
+	if h.lease == nil {
+		return true
+	}
+	held := h.lease.Held(ctx) == nil
+	if held && !h.acting {
+		h.forgetAll()
+	}
+	h.acting = held
+	return held
+}
+
+// readRecord asks the backend, as a whole, what it manages; it is the first thing a pass that
+// uses the backend does. A backend that cannot be asked is said once (again when the problem
+// changes, and every loudlyEvery-th pass it lasts), and once when it is over; its pass asks
+// nothing of any consumer and withdraws nothing.
+func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
+	cctx, cancel := h.clock.WithTimeout(ctx, h.cfg.HoldsTimeout)
+	managed, err := h.backend.Managed(cctx)
+	cancel()
+	h.step()
+	if err != nil {
+		text := h.scrubbed(err)
+		r.ServerProblem = text
+		if h.server.again(text) {
+			consequence := "nothing is created, checked or withdrawn until this is resolved"
+			if h.cfg.Once {
+				consequence = "nothing was created, checked or withdrawn"
+			}
+			h.say(slog.LevelError, "", "%s; %s", text, consequence)
+		}
+		return false
+	}
+	if h.server.text != "" {
+		h.say(slog.LevelInfo, "", "the backend can be used again (it was: %s)", h.server.text)
+		h.server = repeat{}
+	}
+	record := make(map[string]ports.Managed, len(managed))
+	for _, m := range managed {
+		record[m.As] = m
+	}
+	h.record, h.recordRead = record, true
+	return true
+}

@@ -1,0 +1,67 @@
+package domain
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// maxSecret is the most a secret may hold. The mesh mints passwords of a few dozen bytes; a
+// file of over a kilobyte is something else put in its place (a key, a certificate), and no
+// client sends such a password.
+var maxSecret int64 = 1 << 10
+
+// readSecret answers the consumer's password. unreadable is why the secret could not be read
+// (it may not be written yet: the loop waits); refused is why what it holds cannot be a
+// password (the loop says so and provisions nothing).
+func (h *Harness) readSecret(path string) (password string, unreadable, refused error) {
+	raw, _, err := h.readStable(path, maxSecret)
+	var large errTooLarge
+	switch {
+	case errors.As(err, &large):
+		return "", nil, fmt.Errorf("it holds more than %d bytes, which is not a password", maxSecret)
+	case err != nil:
+		return "", err, nil
+	}
+	pw := strings.TrimSuffix(string(raw), "\n") // one trailing newline is not part of it
+	switch {
+	case bytes.IndexByte(raw, 0) >= 0:
+		return "", nil, errors.New("it holds a NUL byte, which no client can send in a password")
+	case pw == "":
+		return "", nil, errors.New("it is empty")
+	}
+	return pw, nil, nil
+}
+
+// secretUnreadable counts a pass on which g's secret could not be read and says so: patiently
+// at first (the host may write it after the contributions file), then loudly, then rarely.
+func (h *Harness) secretUnreadable(g contribution, err error) {
+	n := h.waiting[g.As] + 1
+	h.waiting[g.As] = n
+	switch {
+	case n <= patiently:
+		h.say(slog.LevelInfo, g.As, "%s: secret not readable yet (%s): %v", g.As, g.Secret, err)
+	case n == patiently+1 || n%loudlyEvery == 0:
+		h.say(slog.LevelError, g.As, "%s: CANNOT READ the secret after %d attempts (%s): %v. This is not a race any more — "+
+			"nothing has been provisioned for this consumer and nothing will be until somebody looks. "+
+			"Check who owns the file and who this process runs as (novox/hq issue 225)", g.As, n, g.Secret, err)
+	}
+}
+
+// secretRefused says, the first time and then rarely, that g's secret holds what cannot be a
+// password.
+func (h *Harness) secretRefused(g contribution, err error) string {
+	text := fmt.Sprintf("%s: secret refused (%s): %v; nothing is provisioned for this consumer until it holds a password",
+		g.As, g.Secret, err)
+	r := h.refused[g.As]
+	if r == nil {
+		r = &repeat{}
+		h.refused[g.As] = r
+	}
+	if r.again(text) {
+		h.say(slog.LevelError, g.As, "%s", text)
+	}
+	return text
+}

@@ -1,0 +1,178 @@
+package domain
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// leaver is a consumer the file no longer lists that the backend still holds something of.
+type leaver struct {
+	as      string
+	derived map[string]any
+	active  bool // its login still works
+	drop    bool // this withdrawal drops it; otherwise its login goes and its data stays
+	since   time.Time
+	err     error
+}
+
+// leaving is every consumer the file no longer lists that is to be withdrawn or dropped: what
+// this process applied, and what the backend's record says is managed, whoever applied it. With
+// Drop, a consumer withdrawn for DropAfter is dropped. In sorted order.
+func (h *Harness) leaving(want map[string]bool) []*leaver {
+	var out []*leaver
+	for as, a := range h.applied {
+		if !want[as] {
+			out = append(out, &leaver{as: as, derived: a.derived, active: true})
+		}
+	}
+	for as, m := range h.record {
+		if _, applied := h.applied[as]; want[as] || applied {
+			continue
+		}
+		switch {
+		case !m.Withdrawn:
+			out = append(out, &leaver{as: as, derived: m.Derived, active: true})
+		case h.cfg.OnWithdraw == Drop && !m.Since.IsZero() && h.clock.Now().Sub(m.Since) >= h.cfg.DropAfter:
+			out = append(out, &leaver{as: as, derived: m.Derived, since: m.Since, drop: true})
+		}
+	}
+	for _, l := range out {
+		if l.active {
+			l.drop = h.cfg.OnWithdraw == Drop && h.cfg.DropAfter == 0
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].as < out[j].as })
+	return out
+}
+
+// hold is how long the file must have stayed unchanged before leaving is withdrawn, and
+// whether that is because it would withdraw more than half of the consumers managed (and more
+// than 3): a file emptied by mistake is then given six times as long to be put right.
+func (h *Harness) hold(leaving []*leaver) (time.Duration, bool) {
+	if active := countActive(leaving); active > 3 && active*2 > h.managed() {
+		return massFactor * h.cfg.WithdrawSettle, true
+	}
+	return h.cfg.WithdrawSettle, false
+}
+
+// managed counts the active consumers the provider manages, as far as the loop knows.
+func (h *Harness) managed() int {
+	n := len(h.applied)
+	for as, m := range h.record {
+		if _, applied := h.applied[as]; !applied && !m.Withdrawn {
+			n++
+		}
+	}
+	return n
+}
+
+// due is whether a withdrawal would happen this pass.
+func (h *Harness) due(leaving []*leaver) bool {
+	if len(leaving) == 0 || h.file.bad > 0 {
+		return false
+	}
+	need, _ := h.hold(leaving)
+	return h.settled() >= need
+}
+
+// withdraw takes what the file no longer lists away from the backend, on firm ground only: the
+// record of what is managed was read, every entry of the file could be, and the file has
+// settled. The lease is asked once more first: a replica that lost it must not act. Failures
+// are said the first time and every loudlyEvery-th, and tried again next pass.
+func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
+	if len(leaving) == 0 {
+		h.mass = false
+		return
+	}
+	r.WithdrawalsHeld = len(leaving)
+	if h.file.bad > 0 || !h.recordRead {
+		return
+	}
+	need, mass := h.hold(leaving)
+	r.MassWithdrawal = mass
+	if mass && !h.mass {
+		h.say(slog.LevelError, "", "WITHDRAWAL HELD: %s no longer lists %d of the %d consumers the provider manages; "+
+			"they are withdrawn only once the file has stayed unchanged for %s. If that is not meant, put the file right now",
+			h.cfg.Receives, countActive(leaving), h.managed(), need)
+	}
+	h.mass = mass
+	if settled := h.settled(); settled < need {
+		if h.cfg.Once {
+			h.say(slog.LevelInfo, "", "%d consumer(s) no longer in %s not withdrawn yet: it changed %s ago, and withdrawals "+
+				"wait until it has stayed unchanged for %s", len(leaving), h.cfg.Receives, settled.Round(time.Second), need)
+		}
+		return
+	}
+	if !h.leading(ctx) {
+		r.Standby = true
+		return
+	}
+	r.WithdrawalsHeld, r.MassWithdrawal, h.mass = 0, false, false
+
+	for _, l := range leaving {
+		if h.removing[l.as] == nil {
+			if l.active {
+				h.say(slog.LevelInfo, l.as, "%s: no longer in %s; withdrawing it from the backend", l.as, h.cfg.Receives)
+			} else {
+				h.say(slog.LevelInfo, l.as, "%s: withdrawn %s ago; dropping it from the backend", l.as,
+					h.clock.Now().Sub(l.since).Round(time.Second))
+			}
+			h.removing[l.as] = &repeat{}
+		}
+	}
+	h.each(len(leaving), func(i int) {
+		l := leaving[i]
+		if l.drop {
+			l.err = h.backend.Drop(ctx, l.as, l.derived)
+		} else {
+			l.err = h.backend.Remove(ctx, l.as, l.derived)
+		}
+		h.step()
+	})
+	for _, l := range leaving {
+		h.settleLeaver(l, r)
+	}
+}
+
+// settleLeaver records one withdrawal or drop.
+func (h *Harness) settleLeaver(l *leaver, r *Report) {
+	if l.err != nil {
+		r.Failures++
+		verb := "remove"
+		if !l.active {
+			verb = "drop"
+		}
+		text := h.scrubbed(l.err)
+		if h.removing[l.as].again(text) {
+			h.say(slog.LevelWarn, l.as, "%s: %s failed%s: %s", l.as, verb, h.retrying(", will retry"), text)
+		}
+		return
+	}
+	if l.active {
+		r.Withdrawn++
+	}
+	delete(h.applied, l.as)
+	delete(h.lost, l.as)
+	delete(h.passwords, l.as)
+	delete(h.removing, l.as)
+	if l.drop {
+		r.Dropped++
+		delete(h.record, l.as)
+		return
+	}
+	h.record[l.as] = ports.Managed{As: l.as, Derived: l.derived, Withdrawn: true, Since: h.clock.Now()}
+}
+
+func countActive(leaving []*leaver) int {
+	n := 0
+	for _, l := range leaving {
+		if l.active {
+			n++
+		}
+	}
+	return n
+}
