@@ -38,10 +38,11 @@ type contents struct {
 	digest    [sha256.Size]byte
 	changedAt time.Time // when id or digest last changed: the file has been settled since
 
-	why   string         // why the file says nothing, "" when it is usable
-	given []contribution // the credential grants, first entry per login
-	bad   int            // entries that could not be decoded
-	said  map[string]bool
+	why    string         // why the file says nothing, "" when it is usable
+	given  []contribution // the credential grants, first entry per login
+	bad    int            // entries that could not be decoded
+	said   map[string]bool
+	parses int // how often a content was parsed, for the tests that show it is not parsed again
 }
 
 // readContributions answers the consumers asked for, and whether the file was usable. Nothing
@@ -85,6 +86,7 @@ func (h *Harness) settled() time.Duration { return h.clock.Now().Sub(h.file.chan
 func (h *Harness) parse(raw []byte) {
 	f := &h.file
 	f.why, f.given, f.bad = "", nil, 0
+	f.parses++
 	var doc struct {
 		Requirement string          `json:"requirement"`
 		Given       json.RawMessage `json:"given"`

@@ -7,3 +7,6 @@ func SetMaxFile(n int64) (restore func()) {
 	maxFile = n
 	return func() { maxFile = was }
 }
+
+// Parses counts how often the loop parsed the contributions file.
+func (h *Harness) Parses() int { return h.file.parses }

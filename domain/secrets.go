@@ -17,7 +17,7 @@ var maxSecret int64 = 1 << 10
 // (it may not be written yet: the loop waits); refused is why what it holds cannot be a
 // password (the loop says so and provisions nothing).
 func (h *Harness) readSecret(path string) (password string, unreadable, refused error) {
-	raw, _, err := h.readStable(path, maxSecret)
+	raw, _, err := h.readStable(path, maxSecret+1) // and its newline
 	var large errTooLarge
 	switch {
 	case errors.As(err, &large):
@@ -27,10 +27,13 @@ func (h *Harness) readSecret(path string) (password string, unreadable, refused 
 	}
 	pw := strings.TrimSuffix(string(raw), "\n") // one trailing newline is not part of it
 	switch {
+	case int64(len(pw)) > maxSecret:
+		return "", nil, fmt.Errorf("it holds more than %d bytes, which is not a password", maxSecret)
 	case bytes.IndexByte(raw, 0) >= 0:
 		return "", nil, errors.New("it holds a NUL byte, which no client can send in a password")
 	case pw == "":
-		return "", nil, errors.New("it is empty")
+		// Made and not written yet, most likely: waited for like a secret not there yet.
+		return "", errors.New("it is empty"), nil
 	}
 	return pw, nil, nil
 }

@@ -1,0 +1,371 @@
+package domain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// twoApplied is a world in which a and b, listed with their secrets, were applied by a first
+// pass.
+func twoApplied(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t)
+	w.write("/s/a", "pw-a")
+	w.write("/s/b", "pw-b")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+	w.pass(0)
+	is.New(t).Equal(len(w.backend.creates), 2) // both created
+	return w
+}
+
+func TestARestartWithdrawsWhatTheRecordNamesAndTheFileNoLongerLists(t *testing.T) {
+	for _, c := range []struct {
+		policy domain.Policy
+		gone   func(b *fakeBackend) []string
+	}{
+		{domain.Retain, func(b *fakeBackend) []string { return b.removes }},
+		{domain.Drop, func(b *fakeBackend) []string { return b.drops }},
+	} {
+		t.Run(string(c.policy), func(t *testing.T) {
+			is := is.New(t)
+			w := twoApplied(t)
+			// The daemon stops; b leaves the file; the daemon starts with no memory of b.
+			w.contributions(consumer("a", "/s/a"))
+			w.configure(domain.Config{OnWithdraw: c.policy})
+			w.pass(0)
+			is.Equal(len(c.gone(w.backend)), 0) // not before the file settled
+			w.log.take()
+			w.pass(settle)
+			is.Equal(c.gone(w.backend), []string{"b"}) // withdrawn, though this process never applied it
+			is.Equal(w.log.take(), []string{"b: no longer in " + receives + "; withdrawing it from the backend"})
+			is.Equal(w.backend.createsOf("a"), 1) // and a was not created again
+		})
+	}
+}
+
+func TestARestartChecksBeforeItCreates(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	w.configure(domain.Config{})
+	r := w.pass(0)
+	is.Equal(len(w.backend.creates), 2)                // nothing created again
+	is.Equal(w.backend.holdsCalls, []string{"a", "b"}) // each checked
+	is.Equal(w.backend.batches, 1)                     // in one batch
+	is.Equal(r.Consumers, map[string]domain.State{"a": domain.StateApplied, "b": domain.StateApplied})
+	is.Equal(len(w.log.lines()), 0) // nothing to say
+
+	w.backend.lose("b") // lost while the daemon was down
+	w.configure(domain.Config{})
+	r = w.pass(0)
+	is.Equal(w.backend.createsOf("b"), 2) // created, as any consumer it does not hold
+	is.Equal(w.backend.createsOf("a"), 1)
+	is.Equal(r.Created, 1)
+	is.Equal(len(w.log.lines()), 0) // a create, not a repair: said like the seed's start
+}
+
+func TestNothingIsWithdrawnWhileTheRecordCannotBeRead(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	w.contributions(consumer("a", "/s/a"))
+	w.configure(domain.Config{})
+	w.backend.managedErr = errors.New("the server postgres@127.0.0.1:5432 cannot be reached: connection refused")
+	w.log.take()
+	for range 5 {
+		r := w.pass(settle)
+		is.Equal(r.ServerProblem, "the server postgres@127.0.0.1:5432 cannot be reached: connection refused")
+		is.Equal(r.Consumers["a"], domain.StateUnchecked) // not failed: nobody asked
+		is.True(!r.Converged())
+	}
+	is.Equal(len(w.backend.removes), 0)    // nothing withdrawn
+	is.Equal(len(w.backend.holdsCalls), 0) // nor anyone checked
+	is.Equal(len(w.backend.creates), 2)    // nor created
+	is.Equal(w.log.take(), []string{"the server postgres@127.0.0.1:5432 cannot be reached: connection refused; " +
+		"nothing is created, checked or withdrawn until this is resolved"}) // said once
+
+	w.backend.managedErr = nil
+	w.pass(settle)
+	is.Equal(w.backend.removes, []string{"b"}) // withdrawn once the record could be read
+	is.Equal(w.log.take(), []string{
+		"the backend can be used again (it was: the server postgres@127.0.0.1:5432 cannot be reached: connection refused)",
+		"b: no longer in " + receives + "; withdrawing it from the backend",
+	})
+}
+
+func TestAServerProblemIsSaidAgainWhenItChangesAndEvery240thPass(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.backend.managedErr = errors.New("down")
+	said := 0
+	for n := 1; n <= 480; n++ {
+		w.pass(time.Second)
+		for range w.log.take() {
+			is.True(n == 1 || n == 240 || n == 480) // first, then every 240th
+			said++
+		}
+	}
+	is.Equal(said, 3)
+	w.backend.managedErr = errors.New("refused the provider's password")
+	w.pass(time.Second)
+	is.Equal(w.log.take(), []string{"refused the provider's password; nothing is created, checked or withdrawn until this is resolved"})
+}
+
+func TestOnceSaysNoRetry(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.configure(domain.Config{Once: true})
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.backend.managedErr = errors.New("down")
+	w.pass(0)
+	is.Equal(w.log.take(), []string{"down; nothing was created, checked or withdrawn"})
+	w.backend.managedErr = nil
+	w.backend.createErr = map[string]error{"a": errors.New("no")}
+	w.configure(domain.Config{Once: true})
+	w.pass(0)
+	is.Equal(w.log.take(), []string{"a: create failed: no"})
+	w.backend.holdsErr = errors.New("no")
+	delete(w.backend.createErr, "a")
+	w.pass(0)
+	w.log.take()
+	w.configure(domain.Config{Once: true})
+	w.pass(0)
+	is.Equal(w.log.take(), []string{"a: could not check the backend: no"})
+}
+
+func TestAdoptionAndRefusalAreTheBackendsSay(t *testing.T) {
+	// A role the backend will not take over fails that consumer's create, with the backend's
+	// words, and the others go on.
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.write("/s/b", "pw")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+	w.backend.createErr = map[string]error{"a": errors.New("create role a: role a exists, the provider did not make it, and it is a superuser; it is not taken over")}
+	r := w.pass(0)
+	is.Equal(r.Consumers, map[string]domain.State{"a": domain.StateFailing, "b": domain.StateApplied})
+	is.Equal(w.log.take(), []string{"a: create failed, will retry: create role a: role a exists, the provider did not make it, and it is a superuser; it is not taken over"})
+}
+
+func TestARemoveThatKeepsFailingIsSaidFirstThenEvery240th(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	w.contributions()
+	w.pass(0)
+	w.backend.removeErr = errors.New("locked")
+	w.log.take()
+	said := map[int][]string{}
+	for n := 1; n <= 480; n++ {
+		r := w.pass(settle)
+		is.Equal(r.Failures, 1)
+		if lines := w.log.take(); len(lines) > 0 {
+			said[n] = lines
+		}
+	}
+	is.Equal(said, map[int][]string{
+		1:   {"letta: no longer in " + receives + "; withdrawing it from the backend", "letta: remove failed, will retry: locked"},
+		240: {"letta: remove failed, will retry: locked"},
+		480: {"letta: remove failed, will retry: locked"},
+	})
+	is.Equal(len(w.backend.removes), 480) // tried every pass
+}
+
+func TestABadEntryAppliesTheOthersAndWithdrawsNothing(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	w.write("/s/c", "pw-c")
+	bad := consumer("b", "/s/b")
+	bad["values"] = "x"
+	seven := consumer("seven", "/s/seven")
+	seven["as"] = 7
+	w.contributions(consumer("a", "/s/a"), bad, consumer("c", "/s/c"), seven)
+	w.log.take()
+	for range 3 {
+		r := w.pass(settle)
+		is.Equal(r.BadEntries, 2)
+		is.Equal(r.Consumers["c"], domain.StateApplied) // the good ones provisioned
+	}
+	is.Equal(w.backend.createsOf("c"), 1)
+	is.Equal(len(w.backend.removes), 0) // b is not withdrawn: its entry could not be read
+	is.Equal(w.log.take(), []string{
+		receives + ": given[1] (b) cannot be read: values is a string, not an object; the other entries are applied, " +
+			"and nothing is withdrawn while the file has an entry that cannot be read",
+		receives + ": given[3] cannot be read: as is a number, not a string; the other entries are applied, " +
+			"and nothing is withdrawn while the file has an entry that cannot be read",
+	}) // each said once, naming the entry
+	w.contributions(consumer("a", "/s/a"), consumer("c", "/s/c"))
+	w.pass(0)
+	w.pass(settle)
+	is.Equal(w.backend.removes, []string{"b"}) // once the file is whole, b goes
+}
+
+func TestAnUnchangedFileIsNotParsedAgain(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	for range 10 {
+		w.pass(time.Second)
+	}
+	is.Equal(w.h.Parses(), 1) // parsed once
+	w.contributions(consumer("letta", "/s/letta"), consumer("other", "/s/other"))
+	w.pass(time.Second)
+	w.pass(time.Second)
+	is.Equal(w.h.Parses(), 2) // and again once changed
+}
+
+func TestAWithdrawalWaitsForTheFileToSettle(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	for i := range 6 { // a writer rewriting in place: no state it leaves lasts the settle time
+		if i%2 == 0 {
+			w.contributions(consumer("a", "/s/a"))
+		} else {
+			w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+		}
+		w.pass(settle - time.Second)
+	}
+	w.contributions(consumer("a", "/s/a")) // the writer's last state
+	r := w.pass(settle - time.Second)
+	is.Equal(r.WithdrawalsHeld, 1) // held: the file has not settled
+	r = w.pass(settle - time.Second)
+	is.Equal(r.WithdrawalsHeld, 1)
+	is.Equal(len(w.backend.removes), 0)
+	w.pass(time.Second)
+	is.Equal(w.backend.removes, []string{"b"}) // settled: withdrawn
+}
+
+func TestAMassWithdrawalIsSaidLoudlyAndWaitsSixTimesAsLong(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var all []entry
+	for i := range 10 {
+		as := fmt.Sprintf("c%d", i)
+		w.write("/s/"+as, "pw")
+		all = append(all, consumer(as, "/s/"+as))
+	}
+	w.contributions(all...)
+	w.pass(0)
+	w.contributions(all[:4]...) // six of ten gone: more than half, more than three
+	w.log.take()
+	r := w.pass(0)
+	is.True(r.MassWithdrawal)
+	is.Equal(r.WithdrawalsHeld, 6)
+	for range 5 {
+		r = w.pass(settle)
+		is.True(r.MassWithdrawal) // held through five settle periods
+	}
+	is.Equal(len(w.backend.removes), 0)
+	is.Equal(w.log.take(), []string{"WITHDRAWAL HELD: " + receives + " no longer lists 6 of the 10 consumers the provider " +
+		"manages; they are withdrawn only once the file has stayed unchanged for 1m0s. If that is not meant, put the file right now"}) // said once
+	r = w.pass(settle)
+	is.Equal(len(w.backend.removes), 6) // then done
+	is.True(!r.MassWithdrawal)
+	is.Equal(r.Withdrawn, 6)
+}
+
+func TestDropWaitsForDropAfterAndAConsumerBackInTimeKeepsItsData(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	w.configure(domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour})
+	w.pass(0)
+	w.contributions() // both leave
+	w.pass(0)
+	w.pass(settle)
+	is.Equal(w.backend.removes, []string{"a", "b"}) // first only withdrawn: the login goes
+	is.Equal(len(w.backend.drops), 0)               // the data stays
+
+	w.contributions(consumer("a", "/s/a")) // a comes back within the hour
+	w.pass(30 * time.Minute)
+	is.Equal(w.backend.createsOf("a"), 2) // revived
+	w.log.take()
+	w.pass(31 * time.Minute)
+	is.Equal(w.backend.drops, []string{"b"}) // b dropped once withdrawn for an hour; a never
+	is.Equal(w.log.take(), []string{"b: withdrawn 1h1m0s ago; dropping it from the backend"})
+
+	w.configure(domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour}) // a restart keeps the clock of the record
+	w.contributions()
+	w.pass(0)
+	w.pass(settle)
+	is.Equal(w.backend.removes, []string{"a", "b", "a"})
+	w.pass(30 * time.Minute)
+	is.Equal(w.backend.drops, []string{"b"}) // not yet
+	w.configure(domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour})
+	w.pass(30*time.Minute - settle)
+	is.Equal(w.backend.drops, []string{"b"}) // a restarted loop gives the file time to settle first
+	w.pass(settle)
+	is.Equal(w.backend.drops, []string{"b", "a"}) // an hour after it was withdrawn, restart or not
+}
+
+func TestDropAfterZeroDropsAtOnce(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	w.configure(domain.Config{OnWithdraw: domain.Drop})
+	w.contributions(consumer("a", "/s/a"))
+	w.pass(0)
+	r := w.pass(settle)
+	is.Equal(w.backend.drops, []string{"b"})
+	is.Equal(len(w.backend.removes), 0)
+	is.Equal(r.Withdrawn, 1)
+	is.Equal(r.Dropped, 1)
+}
+
+// lease is a Lease a test hands out and takes back.
+type lease struct{ held bool }
+
+func (l *lease) Held(context.Context) error {
+	if l.held {
+		return nil
+	}
+	return errors.New("another replica holds it")
+}
+
+func TestAStandbyActsNotAndATakeOverReadsTheRecordAgain(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	l := &lease{}
+	w.lease = l
+	w.configure(domain.Config{})
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	r := w.pass(time.Minute)
+	is.True(r.Standby)
+	is.True(!r.Converged())
+	is.Equal(w.backend.managed+len(w.backend.creates), 0) // a standby asks nothing of the backend
+
+	l.held = true
+	w.pass(time.Minute)
+	is.Equal(w.backend.createsOf("a"), 1) // the leader acts
+	l.held = false
+	w.pass(time.Minute)
+	w.backend.lose("a") // the other replica's doing, say
+	calls := w.backend.managed
+	l.held = true
+	w.pass(0)
+	is.Equal(w.backend.managed, calls+1)  // taken again: the record read afresh
+	is.Equal(w.backend.createsOf("a"), 2) // and what it no longer holds made, without waiting for a verify interval
+}
+
+func TestALeaderThatLostTheLeaseWithdrawsNothing(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t)
+	l := &lease{held: true}
+	w.lease = l
+	w.configure(domain.Config{})
+	w.pass(0)
+	w.contributions(consumer("a", "/s/a"))
+	w.pass(0)
+	calls := 0
+	w.backend.holdsFn = func(context.Context, ports.Provision) error { calls++; l.held = false; return nil } // lost mid-pass
+	r := w.pass(time.Minute)
+	is.Equal(calls, 1)
+	is.True(r.Standby)
+	is.Equal(len(w.backend.removes), 0) // asked again before withdrawing: nothing withdrawn
+}
