@@ -35,7 +35,7 @@ func TestASecretThatIsAFIFOIsRefusedWithoutBlocking(t *testing.T) {
 		mustJSON(t, consumer("fifo", filepath.Join(dir, "fifo"))), mustJSON(t, consumer("ok", filepath.Join(dir, "ok"))))), 0o600))
 	backend, log := &fakeBackend{}, &fakeLogger{}
 	h := domain.New(domain.Config{Resource: "postgres", Receives: file}, nonBlocking{afero.NewOsFs()}, clock.NewMock(), backend, nil, log)
-	r := h.Reconcile(ctx) // returns: nothing blocks on the FIFO
+	r := h.Reconcile(ctx)                            // returns: nothing blocks on the FIFO
 	is.Equal(r.Consumers["ok"], domain.StateApplied) // the other consumer converges
 	is.Equal(r.Consumers["fifo"], domain.StateWaitingForSecret)
 	is.Equal(log.lines(), []string{fmt.Sprintf("fifo: secret not readable yet (%[1]s): %[1]s is not a regular file but a named pipe",
@@ -97,7 +97,7 @@ func TestScrubbingTouchesErrorsNotTheLoopsWords(t *testing.T) {
 	w.backend.createErr = map[string]error{"letta": errors.New("boom: letta")}
 	w.pass(0)
 	is.Equal(w.log.take(), []string{
-		"letta: create failed, will retry: boom: ***", // the error scrubbed
+		"letta: create failed, will retry: boom: ***",                                                     // the error scrubbed
 		"other: secret not readable yet (/x5/secrets/other): open /x5/secrets/other: file does not exist", // the login and the path not
 	})
 	w.write("/x5/secrets/other", "e")
