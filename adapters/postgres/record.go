@@ -130,10 +130,12 @@ SELECT r.oid IS NOT NULL,
            CASE WHEN r.rolcreaterole THEN 'allowed to create roles' END,
            CASE WHEN r.rolreplication THEN 'allowed to replicate' END,
            CASE WHEN r.rolbypassrls THEN 'allowed to bypass row security' END,
-           (SELECT 'a member of ' || string_agg(g.rolname, ', ' ORDER BY g.rolname)
-            FROM pg_catalog.pg_roles g
-            WHERE g.oid <> r.oid AND pg_catalog.pg_has_role(r.oid, g.oid, 'MEMBER')
-              AND (g.rolsuper OR g.rolcreaterole OR g.rolreplication OR g.rolbypassrls OR starts_with(g.rolname, 'pg_')))
+           (WITH RECURSIVE up (oid) AS ( -- every role it is a member of, directly or not
+                SELECT m.roleid FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid
+                UNION SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN up ON m.member = up.oid)
+            SELECT 'a member of ' || string_agg(g.rolname, ', ' ORDER BY g.rolname)
+            FROM up JOIN pg_catalog.pg_roles g ON g.oid = up.oid
+            WHERE g.rolsuper OR g.rolcreaterole OR g.rolreplication OR g.rolbypassrls OR starts_with(g.rolname, 'pg_'))
        ], NULL),
        pg_catalog.shobj_description(r.oid, 'pg_authid'),
        coalesce(r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls)

@@ -1,0 +1,189 @@
+package postgres_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// listed is what b's record says of as, and whether it names it.
+func listed(t *testing.T, b *postgres.Backend, as string) (ports.Managed, bool) {
+	t.Helper()
+	managed, err := b.Managed(ctx)
+	is.New(t).NoErr(err) // the record can be read
+	for _, m := range managed {
+		if m.As == as {
+			return m, true
+		}
+	}
+	return ports.Managed{}, false
+}
+
+// rolePowers is what a role is allowed, as the catalog says.
+func (e *env) rolePowers(role string) string {
+	e.t.Helper()
+	var s string
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, `SELECT concat_ws(',', CASE WHEN rolsuper THEN 'super' END,
+		CASE WHEN rolcanlogin THEN 'login' END, CASE WHEN rolcreaterole THEN 'createrole' END) FROM pg_roles WHERE rolname = $1`, role).Scan(&s))
+	return s
+}
+
+func TestAPlainRoleIsAdoptedOnceAndGetsTheMintedPassword(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("plain"))
+	e.exec("", "CREATE ROLE "+p.As+" LOGIN PASSWORD 'made-by-the-old-provisioner'")
+	_, ok := listed(t, e.b, p.As)
+	is.True(!ok) // not in the record yet
+
+	e.mustCreate(p)
+	e.mustLogin(p.As, p.Password, p.As) // the minted password works
+	_, err := e.login(p.As, "made-by-the-old-provisioner", p.As)
+	is.True(err != nil) // the old one no longer
+	m, ok := listed(t, e.b, p.As)
+	is.True(ok && !m.Withdrawn) // recorded, active
+	e.mustCreate(p)
+	is.Equal(e.log.said(), []string{p.As + ": adopted the existing role " + p.As + ", a plain login role the provider did not make: " +
+		"it now has the minted password and is managed like any other"}) // said once, over two creates
+	is.True(e.holds(p))
+}
+
+func TestARoleWithPowersIsNotTakenOver(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(e *env, role string)
+		says  string
+	}{
+		{"a superuser", func(e *env, role string) { e.exec("", "CREATE ROLE "+role+" SUPERUSER LOGIN PASSWORD 'theirs'") }, "a superuser"},
+		{"allowed to create roles", func(e *env, role string) { e.exec("", "CREATE ROLE "+role+" CREATEROLE LOGIN PASSWORD 'theirs'") }, "allowed to create roles"},
+		{"a member of a powerful role", func(e *env, role string) {
+			e.exec("", "CREATE ROLE "+role+"_admins CREATEROLE", "CREATE ROLE "+role+" LOGIN PASSWORD 'theirs'", "GRANT "+role+"_admins TO "+role)
+		}, "a member of " + "%s_admins"},
+		{"a member of a predefined role", func(e *env, role string) {
+			e.exec("", "CREATE ROLE "+role+" LOGIN PASSWORD 'theirs'", "GRANT pg_write_server_files TO "+role)
+		}, "a member of pg_write_server_files"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			e := newEnv(t)
+			p := provision(name("power"))
+			c.setup(e, p.As)
+			before, catalog := e.rolePowers(p.As), e.catalog()
+			err := e.b.Create(ctx, p)
+			is.True(err != nil) // refused
+			says := strings.ReplaceAll(c.says, "%s", p.As)
+			is.Equal(err.Error(), "create role "+p.As+": role "+p.As+" exists, the provider did not make it, and it is "+says+"; it is not taken over")
+			is.Equal(e.rolePowers(p.As), before) // nothing of it changed
+			is.Equal(e.catalog(), catalog)       // nor any database made for it
+			e.mustLogin(p.As, "theirs", "postgres")
+			_, ok := listed(t, e.b, p.As)
+			is.True(!ok) // and not recorded
+		})
+	}
+}
+
+func TestAdoptNoneRefusesEvenAPlainRole(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	strict := e.backendWith(postgres.Config{URL: e.srv.URL, Adopt: postgres.AdoptNone})
+	p := provision(name("strict"))
+	e.exec("", "CREATE ROLE "+p.As+" LOGIN PASSWORD 'theirs'")
+	err := strict.Create(ctx, p)
+	is.Equal(err.Error(), "create role "+p.As+": role "+p.As+" exists and the provider did not make it; it is not taken over (adoption is off)")
+	e.mustLogin(p.As, "theirs", "postgres") // untouched
+	q := provision(name("strict"))
+	is.NoErr(strict.Create(ctx, q)) // a role it makes itself is no adoption
+}
+
+func TestTwoResourcesOnOneServerNeverTouchEachOthersConsumers(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	one := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: "postgres-one"})
+	two := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: "postgres-two"})
+	p, q := provision(name("one")), provision(name("two"))
+	is.NoErr(one.Create(ctx, p))
+	is.NoErr(two.Create(ctx, q))
+
+	_, seen := listed(t, two, p.As)
+	is.True(!seen) // two does not see one's consumer
+	_, seen = listed(t, one, q.As)
+	is.True(!seen) // nor one two's
+	err := two.Create(ctx, p)
+	is.Equal(err.Error(), "create role "+p.As+": role "+p.As+` is managed by the provider of "postgres-one", not "postgres-two"; it is not taken over`)
+	is.True(two.Remove(ctx, p.As, nil) != nil) // refused
+	is.True(two.Drop(ctx, p.As, nil) != nil)   // refused
+	held, err := one.Holds(ctx, p)
+	is.NoErr(err)
+	is.True(held.Held) // one's consumer as it was
+	e.mustLogin(p.As, p.Password, p.As)
+	held, err = two.Holds(ctx, p)
+	is.NoErr(err)
+	is.True(!held.Held) // and not two's to hold
+}
+
+func TestDropFinishesWhereTheRoleOwnsAndHoldsThingsElsewhere(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("spread"))
+	e.mustCreate(p)
+	other := p.As + "_elsewhere"
+	e.exec("", "CREATE DATABASE "+other, "GRANT CONNECT, CREATE ON DATABASE "+other+" TO "+p.As)
+	e.exec(other, "GRANT CREATE ON SCHEMA public TO "+p.As, "CREATE TABLE shared (x int)", "GRANT SELECT ON shared TO "+p.As)
+	conn := e.mustLogin(p.As, p.Password, other)
+	_, err := conn.Exec(ctx, "CREATE TABLE mine (x int); CREATE SCHEMA its_own")
+	is.NoErr(err) // the consumer owns a table and a schema in another database, and holds grants there
+	conn.Close(ctx)
+
+	is.NoErr(e.b.Drop(ctx, p.As, p.Derived)) // finishes, no 2BP01
+	var roles, tables int
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", p.As).Scan(&roles))
+	is.Equal(roles, 0) // the role is gone
+	is.NoErr(e.admin(other).QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE tablename IN ('mine', 'shared')").Scan(&tables))
+	is.Equal(tables, 1) // what it made went with it; what it was only granted stays
+	_, ok := listed(t, e.b, p.As)
+	is.True(!ok) // and its record
+}
+
+func TestRemoveKeepsTheTimeItWasFirstWithdrawn(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("since"))
+	e.mustCreate(p)
+	is.NoErr(e.b.Remove(ctx, p.As, nil))
+	first, _ := listed(t, e.b, p.As)
+	is.NoErr(e.b.Remove(ctx, p.As, nil))
+	again, _ := listed(t, e.b, p.As)
+	is.True(first.Withdrawn && !first.Since.IsZero())
+	is.Equal(again.Since, first.Since) // withdrawn since the first time, for --drop-after
+}
+
+func TestTheRecordHoldsNoSecret(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("nosecret"))
+	e.mustCreate(p)
+	var comment string
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1", p.As).Scan(&comment))
+	is.True(strings.HasPrefix(comment, "novox-provisioner {")) // the record
+	is.True(!strings.Contains(comment, p.Password))           // no password
+	is.True(!strings.Contains(comment, "SCRAM"))              // nor its verifier
+}
+
+func TestAServerWithoutASuperuserIsSaidAsTheServersProblem(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	weak := name("weak")
+	e.exec("", "CREATE ROLE "+weak+" LOGIN CREATEROLE PASSWORD 'weak-pw'")
+	u, err := url.Parse(e.srv.URL)
+	is.NoErr(err)
+	u.User = url.UserPassword(weak, "weak-pw")
+	_, err = e.backend(u.String()).Managed(ctx)
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "the provider's role "+weak+" is not a superuser")) // names the role
+}
