@@ -171,8 +171,8 @@ func TestTheRecordHoldsNoSecret(t *testing.T) {
 	var comment string
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1", p.As).Scan(&comment))
 	is.True(strings.HasPrefix(comment, "novox-provisioner {")) // the record
-	is.True(!strings.Contains(comment, p.Password))           // no password
-	is.True(!strings.Contains(comment, "SCRAM"))              // nor its verifier
+	is.True(!strings.Contains(comment, p.Password))            // no password
+	is.True(!strings.Contains(comment, "SCRAM"))               // nor its verifier
 }
 
 func TestAServerWithoutASuperuserIsSaidAsTheServersProblem(t *testing.T) {
