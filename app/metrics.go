@@ -19,7 +19,8 @@ type Metrics struct {
 	consumers          *prometheus.GaugeVec
 	passes             prometheus.Counter
 	creates, reapplies prometheus.Counter
-	withdrawals        prometheus.Counter
+	withdrawals, drops prometheus.Counter
+	held, mass         prometheus.Gauge
 	failures           prometheus.Counter
 	unchecked          prometheus.Counter
 	duration           prometheus.Histogram
@@ -41,8 +42,14 @@ func NewMetrics(resource string) *Metrics {
 			Help: "Creates that succeeded for consumers the backend no longer held.", ConstLabels: labels}),
 		withdrawals: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_withdrawals_total",
 			Help: "Consumers withdrawn from the backend.", ConstLabels: labels}),
+		drops: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_drops_total",
+			Help: "Consumers dropped from the backend, data and all.", ConstLabels: labels}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_withdrawals_held",
+			Help: "Consumers the file no longer lists whose withdrawal waits for the file to settle.", ConstLabels: labels}),
+		mass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_mass_withdrawal",
+			Help: "1 while a withdrawal of more than half of the managed consumers is held.", ConstLabels: labels}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_failures_total",
-			Help: "Creates and removes that failed.", ConstLabels: labels}),
+			Help: "Creates, removes and drops that failed.", ConstLabels: labels}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_holds_errors_total",
 			Help: "Checks that could not ask the backend.", ConstLabels: labels}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "provisioner_pass_duration_seconds",
@@ -53,7 +60,7 @@ func NewMetrics(resource string) *Metrics {
 		reached: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_backend_reachable",
 			Help: "1 when the server answered after the last pass.", ConstLabels: labels}),
 	}
-	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.failures, m.unchecked,
+	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.mass, m.failures, m.unchecked,
 		m.duration, m.readable, m.reached,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range domain.States {
@@ -68,6 +75,7 @@ func (m *Metrics) Observe(r domain.Report, reached bool) {
 	m.creates.Add(float64(r.Created))
 	m.reapplies.Add(float64(r.Reapplied))
 	m.withdrawals.Add(float64(r.Withdrawn))
+	m.drops.Add(float64(r.Dropped))
 	m.failures.Add(float64(r.Failures))
 	m.unchecked.Add(float64(r.Unchecked))
 	m.duration.Observe(r.Took.Seconds())
@@ -76,6 +84,8 @@ func (m *Metrics) Observe(r domain.Report, reached bool) {
 	if !r.FileRead {
 		return // nothing read says nothing of the consumers: the last counts stand
 	}
+	m.held.Set(float64(r.WithdrawalsHeld))
+	m.mass.Set(boolean(r.MassWithdrawal))
 	counts := make(map[domain.State]int, len(domain.States))
 	for _, s := range r.Consumers {
 		counts[s]++
