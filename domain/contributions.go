@@ -48,7 +48,14 @@ type contents struct {
 // readContributions answers the consumers asked for, and whether the file was usable. Nothing
 // read is not nobody asking: only a file that was read can withdraw.
 func (h *Harness) readContributions() ([]contribution, bool) {
-	raw, id, err := h.readStable(h.cfg.Receives, maxFile)
+	// The file's digest first, through a small buffer; the file is read whole and parsed
+	// only when its content changed.
+	digest, id, err := h.digestStable(h.cfg.Receives, maxFile)
+	var raw []byte
+	if err == nil && (!h.file.read || digest != h.file.digest) {
+		raw, id, err = h.readStable(h.cfg.Receives, maxFile)
+		digest = sha256.Sum256(raw)
+	}
 	if err != nil {
 		if errors.Is(err, errChanged) {
 			h.file.changedAt = h.clock.Now()
@@ -56,7 +63,6 @@ func (h *Harness) readContributions() ([]contribution, bool) {
 		h.warn(fmt.Sprintf("contributions file unreadable (%s): %v", h.cfg.Receives, err))
 		return nil, false
 	}
-	digest := sha256.Sum256(raw)
 	switch now := h.clock.Now(); {
 	case !h.file.read:
 		// At a start, the file has been as it is since it was last written.

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +17,16 @@ type fileID struct {
 	size  int64
 	mtime time.Time
 	inode uint64
+	// ctime is when the file's inode last changed, which every write does and no writer can
+	// set back (as touch and rsync set mtime); zero where the filesystem does not say.
+	ctime int64
 }
 
 func idOf(fi os.FileInfo) fileID {
 	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		id.inode = uint64(st.Ino)
+		id.ctime = ctimeOf(st)
 	}
 	return id
 }
@@ -43,34 +48,85 @@ func (e errTooLarge) Error() string { return fmt.Sprintf("%s is larger than %d b
 // loop) is refused once opened, which the Filesystem does without waiting. A file whose size,
 // time or inode changed while it was read is refused with errChanged.
 func (h *Harness) readStable(name string, max int64) ([]byte, fileID, error) {
+	var raw []byte
+	id, err := h.stable(name, max, func(f io.Reader, size int64) error {
+		var err error
+		raw, err = readAll(name, f, make([]byte, 0, size+1), max)
+		if err == nil && int64(len(raw)) != size {
+			err = errChanged
+		}
+		return err
+	})
+	return raw, id, err
+}
+
+// digestStable is readStable's digest of the file, read through a small buffer: the file is
+// not held in memory.
+func (h *Harness) digestStable(name string, max int64) ([sha256.Size]byte, fileID, error) {
+	var digest [sha256.Size]byte
+	id, err := h.stable(name, max, func(f io.Reader, size int64) error {
+		sum := sha256.New()
+		n, err := io.CopyBuffer(sum, io.LimitReader(f, max+1), h.copyBuf[:])
+		switch {
+		case err != nil:
+			return err
+		case n > max:
+			return errTooLarge{name, max}
+		case n != size:
+			return errChanged
+		}
+		sum.Sum(digest[:0])
+		return nil
+	})
+	return digest, id, err
+}
+
+// stable opens name, checks it is a regular file of at most max bytes, lets read have it, and
+// checks that it did not change meanwhile; it answers its identity.
+func (h *Harness) stable(name string, max int64, read func(f io.Reader, size int64) error) (fileID, error) {
 	f, err := h.fs.Open(name)
 	if err != nil {
-		return nil, fileID{}, err
+		return fileID{}, err
 	}
 	defer f.Close()
 	before, err := f.Stat()
 	if err != nil {
-		return nil, fileID{}, err
+		return fileID{}, err
 	}
 	if err := regular(name, before, max); err != nil {
-		return nil, fileID{}, err
+		return fileID{}, err
 	}
-	raw, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fileID{}, err
-	}
-	if int64(len(raw)) > max {
-		return nil, fileID{}, errTooLarge{name, max}
+	id := idOf(before) // now: a FileInfo may follow the file
+	if err := read(f, id.size); err != nil {
+		return fileID{}, err
 	}
 	after, err := h.fs.Stat(name)
 	if err != nil {
-		return nil, fileID{}, err
+		return fileID{}, err
 	}
-	id := idOf(before)
-	if idOf(after) != id || int64(len(raw)) != id.size {
-		return nil, fileID{}, errChanged
+	if idOf(after) != id {
+		return fileID{}, errChanged
 	}
-	return raw, id, nil
+	return id, nil
+}
+
+// readAll reads f to its end into buf, and refuses more than max bytes.
+func readAll(name string, f io.Reader, buf []byte, max int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case int64(len(buf)) > max:
+			return nil, errTooLarge{name, max}
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
 }
 
 // regular refuses what is not a regular file of at most max bytes.

@@ -96,14 +96,33 @@ type Harness struct {
 	removing  map[string]*repeat
 	twice     map[string]bool
 	passwords map[string]string
+	secrets   map[string]secretMemo
 	status    map[string]*Status
 
 	file        contents
 	lastWarning string
+
+	// What a pass reuses from the one before: the listed logins and files to watch (made anew
+	// when the file changes), its items, and the report's views of the consumers (when one
+	// changed).
+	want       map[string]bool
+	wantFor    [sha256.Size]byte
+	watched    []string
+	items      []item
+	itemPtrs   []*item
+	viewStates map[string]State
+	viewStatus []Status
+	dirty      bool
+
+	// changes counts changes to what is listed, applied or recorded; noneLeaving is its value
+	// when leaving last found nobody to withdraw, which holds until it changes or nextDrop.
+	changes, noneLeaving int
+	nextDrop             time.Time
 	server      repeat // the backend's problem as a whole, while it lasts
 	mass        bool   // a mass withdrawal is being held, and was said
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
+	copyBuf  [64 << 10]byte
 }
 
 type appliedEntry struct {
@@ -142,13 +161,16 @@ func (h *Harness) forgetAll() {
 	h.verifiedAt = time.Time{}
 	h.applied = map[string]appliedEntry{}
 	h.record, h.recordRead = map[string]ports.Managed{}, false
+	h.changes++
 	h.lost = map[string]brake{}
 	h.waiting = map[string]int{}
 	h.failing = map[string]*repeat{}
 	h.refused = map[string]*repeat{}
 	h.removing = map[string]*repeat{}
 	h.passwords = map[string]string{}
+	h.secrets = map[string]secretMemo{}
 	h.status = map[string]*Status{}
+	h.want, h.dirty = nil, true
 }
 
 // Run reconciles until ctx ends: a pass every Config.Every, and one as soon as wake delivers (nil

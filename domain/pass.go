@@ -69,13 +69,8 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		return r
 	}
 	r.FileRead, r.BadEntries = true, h.file.bad
-	r.Consumers = make(map[string]State, len(given))
-	want := make(map[string]bool, len(given))
-	for _, g := range given {
-		want[g.As] = true
-		r.Watched = append(r.Watched, g.Secret)
-	}
-	h.forget(want)
+	want := h.listed(given)
+	r.Watched = h.watched
 
 	verifying := h.clock.Now().Sub(h.verifiedAt) >= h.cfg.VerifyEvery
 	if verifying {
@@ -98,26 +93,70 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	return r
 }
 
-// readSecrets reads each listed consumer's secret and makes what it asks for.
+// listed is the set of logins the file lists. It, the files worth watching, and what the loop
+// forgets of consumers that left, change only when the file does.
+func (h *Harness) listed(given []contribution) map[string]bool {
+	if h.want != nil && h.wantFor == h.file.digest {
+		return h.want
+	}
+	want := make(map[string]bool, len(given))
+	watched := make([]string, 0, len(given)+1)
+	watched = append(watched, h.cfg.Receives)
+	for _, g := range given {
+		want[g.As] = true
+		watched = append(watched, g.Secret)
+	}
+	h.want, h.wantFor, h.watched = want, h.file.digest, watched
+	h.changes++
+	h.forget(want)
+	h.dirty = true
+	return want
+}
+
+// readSecrets reads each listed consumer's secret and makes what it asks for. The items are
+// the pass's own, in memory reused from the pass before.
 func (h *Harness) readSecrets(given []contribution) []*item {
-	items := make([]*item, len(given))
+	if cap(h.items) < len(given) {
+		h.items, h.itemPtrs = make([]item, len(given)), make([]*item, len(given))
+	}
+	items := h.itemPtrs[:len(given)]
 	for i, g := range given {
-		it := &item{g: g}
+		it := &h.items[i]
+		*it = item{g: g}
 		items[i] = it
-		pw, unreadable, refused := h.readSecret(g.Secret)
+		pw, unreadable, refused := h.readSecret(g.As, g.Secret)
 		if unreadable != nil || refused != nil {
 			it.unreadable, it.refused = unreadable, refused
 			continue
 		}
 		delete(h.waiting, g.As)
-		h.passwords[g.As] = pw
+		if h.passwords[g.As] != pw {
+			h.passwords[g.As] = pw
+		}
 		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Consumer: g.Node}
-		sum := sha256.New()
-		sum.Write(g.shape[:])
-		sum.Write([]byte(pw))
-		sum.Sum(it.hash[:0])
+		it.hash = h.hashOf(g, pw)
 	}
 	return items
+}
+
+// hashOf is the fingerprint of what g asks for under password pw: a digest, so the loop's memory
+// keeps no password in it. It is remembered with the secret, and made again only when the
+// password or what g asks for changed.
+func (h *Harness) hashOf(g contribution, pw string) [sha256.Size]byte {
+	m := h.secrets[g.As]
+	if m.password == pw && m.shape == g.shape && m.hashed {
+		return m.hash
+	}
+	sum := sha256.New()
+	sum.Write(g.shape[:])
+	sum.Write([]byte(pw))
+	var hash [sha256.Size]byte
+	sum.Sum(hash[:0])
+	if m.password == pw {
+		m.shape, m.hash, m.hashed = g.shape, hash, true
+		h.secrets[g.As] = m
+	}
+	return hash
 }
 
 // anyChanged is whether some consumer is not applied as it now asks to be.
@@ -245,26 +284,42 @@ func (h *Harness) settle(items []*item, r *Report) {
 		default:
 			h.settleCheck(it, r)
 		}
-		r.Consumers[as] = h.status[as].State
-		r.Status = append(r.Status, *h.status[as])
 	}
+	r.Consumers, r.Status = h.views(items)
+}
+
+// views are the consumers' states and statuses for a Report, made anew only where some changed:
+// a Report's maps and slices are never changed once handed out.
+func (h *Harness) views(items []*item) (map[string]State, []Status) {
+	if !h.dirty && len(h.viewStatus) == len(items) {
+		return h.viewStates, h.viewStatus
+	}
+	states := make(map[string]State, len(items))
+	status := make([]Status, len(items))
+	for i, it := range items {
+		st := h.status[it.g.As]
+		states[it.g.As], status[i] = st.State, *st
+	}
+	h.viewStates, h.viewStatus, h.dirty = states, status, false
+	return states, status
 }
 
 // settleCheck records a check's answer: held releases the brake; not held was applied again.
 func (h *Harness) settleCheck(it *item, r *Report) {
 	as := it.g.As
 	st := h.statusOf(as)
-	st.CheckedAt = h.clock.Now()
+	st.CheckedAt, h.dirty = h.clock.Now(), true
 	if it.checked.Held {
-		st.Drift = nil
+		st.Drift, h.dirty = nil, true
 		delete(h.lost, as)
 		if it.act == confirm {
 			h.applied[as] = appliedEntry{hash: it.hash, derived: it.p.Derived}
+			h.changes++
 		}
 		h.setState(as, h.state(as), "")
 		return
 	}
-	st.Drift = it.checked.Drift
+	st.Drift, h.dirty = it.checked.Drift, true
 	if it.act == confirm {
 		// Made before this process started (or by another replica), and not as asked now: a
 		// create like any other.
@@ -304,6 +359,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	}
 	h.applied[as] = appliedEntry{hash: it.hash, derived: it.p.Derived}
 	h.record[as] = ports.Managed{As: as, Derived: it.p.Derived}
+	h.changes++
 	delete(h.removing, as)
 	if reapplying == 0 {
 		r.Created++
@@ -350,9 +406,8 @@ func (h *Harness) settleUnchecked(items []*item, r *Report) {
 			r.Unchecked++
 			h.setState(as, h.stateOrUnchecked(as), r.ServerProblem)
 		}
-		r.Consumers[as] = h.status[as].State
-		r.Status = append(r.Status, *h.status[as])
 	}
+	r.Consumers, r.Status = h.views(items)
 }
 
 // forget drops what the loop counted for consumers that left the file. What was applied stays
@@ -368,6 +423,11 @@ func (h *Harness) forget(want map[string]bool) {
 	for as := range h.waiting {
 		if !want[as] {
 			delete(h.waiting, as)
+		}
+	}
+	for as := range h.secrets {
+		if !want[as] {
+			delete(h.secrets, as)
 		}
 	}
 	for as := range h.status {
@@ -417,6 +477,7 @@ func (h *Harness) statusOf(as string) *Status {
 // setState records where a consumer stands, since when, its last error, and its next check.
 func (h *Harness) setState(as string, s State, lastError string) {
 	st := h.statusOf(as)
+	was := *st
 	if st.State != s || st.Since.IsZero() {
 		st.State, st.Since = s, h.clock.Now()
 	}
@@ -429,5 +490,8 @@ func (h *Harness) setState(as string, s State, lastError string) {
 		if b, braked := h.lost[as]; braked && b.nextAt.After(st.NextCheck) {
 			st.NextCheck = b.nextAt
 		}
+	}
+	if st.State != was.State || st.Since != was.Since || st.LastError != was.LastError || st.NextCheck != was.NextCheck {
+		h.dirty = true
 	}
 }

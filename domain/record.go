@@ -52,5 +52,6 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 		record[m.As] = m
 	}
 	h.record, h.recordRead = record, true
+	h.changes++
 	return true
 }

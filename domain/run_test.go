@@ -60,8 +60,8 @@ func TestRunPassesOnTheTimerAndOnWake(t *testing.T) {
 	r = waitFor(t, passes)
 	is.True(r.FileRead) // a pass ran without the clock moving
 
-	go advance(w, done) // time passes until Run's timer fires
-	start := w.clk.Now()
+	start := w.clk.Now() // before the clock starts moving
+	go advance(w, done)  // time passes until Run's timer fires
 	waitFor(t, passes)
 	is.True(w.clk.Now().Sub(start) >= domain.DefaultEvery) // the timer's pass came after Every
 

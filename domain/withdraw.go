@@ -23,6 +23,11 @@ type leaver struct {
 // this process applied, and what the backend's record says is managed, whoever applied it. With
 // Drop, a consumer withdrawn for DropAfter is dropped. In sorted order.
 func (h *Harness) leaving(want map[string]bool) []*leaver {
+	now := h.clock.Now()
+	if h.noneLeaving == h.changes && now.Before(h.nextDrop) {
+		return nil // nothing listed, applied or recorded changed since nobody was leaving
+	}
+	h.nextDrop = now.Add(maxBackoff)
 	var out []*leaver
 	for as, a := range h.applied {
 		if !want[as] {
@@ -33,11 +38,14 @@ func (h *Harness) leaving(want map[string]bool) []*leaver {
 		if _, applied := h.applied[as]; want[as] || applied {
 			continue
 		}
-		switch {
+		switch due := m.Since.Add(h.cfg.DropAfter); {
 		case !m.Withdrawn:
 			out = append(out, &leaver{as: as, derived: m.Derived, active: true})
-		case h.cfg.OnWithdraw == Drop && !m.Since.IsZero() && h.clock.Now().Sub(m.Since) >= h.cfg.DropAfter:
+		case h.cfg.OnWithdraw != Drop || m.Since.IsZero():
+		case !now.Before(due):
 			out = append(out, &leaver{as: as, derived: m.Derived, since: m.Since, drop: true})
+		case due.Before(h.nextDrop):
+			h.nextDrop = due
 		}
 	}
 	for _, l := range out {
@@ -46,6 +54,10 @@ func (h *Harness) leaving(want map[string]bool) []*leaver {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].as < out[j].as })
+	h.noneLeaving = -1
+	if len(out) == 0 {
+		h.noneLeaving = h.changes
+	}
 	return out
 }
 
@@ -156,6 +168,7 @@ func (h *Harness) settleLeaver(l *leaver, r *Report) {
 		r.Withdrawn++
 	}
 	delete(h.applied, l.as)
+	h.changes++
 	delete(h.lost, l.as)
 	delete(h.passwords, l.as)
 	delete(h.removing, l.as)
