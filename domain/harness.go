@@ -118,8 +118,8 @@ type Harness struct {
 	// when leaving last found nobody to withdraw, which holds until it changes or nextDrop.
 	changes, noneLeaving int
 	nextDrop             time.Time
-	server      repeat // the backend's problem as a whole, while it lasts
-	mass        bool   // a mass withdrawal is being held, and was said
+	server               repeat // the backend's problem as a whole, while it lasts
+	mass                 bool   // a mass withdrawal is being held, and was said
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
