@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ type Config struct {
 	Once         bool
 	Listen       string
 	LogFormat    string
+	LogLevel     slog.Level
 	Version      bool
 	Help         bool
 }
@@ -44,9 +46,9 @@ func flags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Receives, "receives", "", "the contributions file (required)")
 	fs.StringVar(&c.Resource, "resource", "postgres", "the requirement this provider serves")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "the provider's superuser connection; else DATABASE_URL, else libpq's PG* variables")
-	fs.DurationVar(&c.Every, "every", domain.DefaultEvery, "time between passes")
-	fs.DurationVar(&c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often to check that the server still holds each consumer")
-	fs.DurationVar(&c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "how long one check may take")
+	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes")
+	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often to check that the server still holds each consumer")
+	durationVar(fs, &c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "how long one check may take")
 	fs.Func("on-withdraw", "retain (default: the login goes, the data stays) or drop (database and role dropped after --drop-after)", func(s string) error {
 		c.OnWithdraw = domain.Policy(s)
 		if c.OnWithdraw != domain.Retain && c.OnWithdraw != domain.Drop {
@@ -54,8 +56,8 @@ func flags(c *Config) *flag.FlagSet {
 		}
 		return nil
 	})
-	fs.DurationVar(&c.DropAfter, "drop-after", 24*time.Hour, "with --on-withdraw drop: how long a withdrawn consumer keeps its data before it is dropped (0: at once)")
-	fs.DurationVar(&c.Settle, "withdraw-settle", domain.DefaultWithdrawSettle, "how long the contributions file must stay unchanged before what it no longer lists is withdrawn")
+	durationVar(fs, &c.DropAfter, "drop-after", 24*time.Hour, "with --on-withdraw drop: how long a withdrawn consumer keeps its data before it is dropped (0: at once)")
+	durationVar(fs, &c.Settle, "withdraw-settle", domain.DefaultWithdrawSettle, "how long the contributions file must stay unchanged before what it no longer lists is withdrawn")
 	fs.Func("adopt", "plain (default: an existing plain login role the provider did not make is taken over) or none", func(s string) error {
 		c.Adopt = postgres.Adopt(s)
 		if c.Adopt != postgres.AdoptPlain && c.Adopt != postgres.AdoptNone {
@@ -66,9 +68,26 @@ func flags(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (off by default)")
 	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text (the seed's lines) or json")
+	c.LogLevel = slog.LevelInfo
+	fs.Func("log-level", "the quietest lines said: debug, info (default), warn or error", func(s string) error {
+		return c.LogLevel.UnmarshalText([]byte(s))
+	})
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	fs.BoolVar(&c.Help, "help", false, "print this help and exit")
 	return fs
+}
+
+// durationVar is flag.DurationVar with an error that shows what a duration looks like.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Func(name, fmt.Sprintf("%s (default %s)", usage, value), func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 5s, 1m30s or 250ms")
+		}
+		*p = d
+		return nil
+	})
 }
 
 // parse reads args, then, for each flag the command line did not set, its PROVISIONER_*
@@ -164,6 +183,10 @@ that the server still holds them, repairs what drifted, withdraws what is no lon
 
 Usage:
   provisioner --receives PATH [flags]
+  provisioner status [--listen ADDR]     each consumer's status, from a running provisioner
+
+The contributions file's format: docs/contributions.md (every field, what a missing one
+means, an example), also at https://github.com/novox/postgres-provider/blob/main/docs/contributions.md.
 
 Flags (each also read from PROVISIONER_<NAME>, e.g. PROVISIONER_DATABASE_URL; a flag beats its
 variable):

@@ -66,6 +66,12 @@ func NewMetrics(resource string) *Metrics {
 	for _, s := range domain.States {
 		m.consumers.WithLabelValues(string(s))
 	}
+	b := version()
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_build_info",
+		Help: "1, labelled with the build's version, VCS revision and Go version.", ConstLabels: labels},
+		[]string{"version", "revision", "goversion"})
+	info.WithLabelValues(b.version, b.revision, b.goversion).Set(1)
+	m.reg.MustRegister(info)
 	return m
 }
 

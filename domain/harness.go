@@ -152,6 +152,7 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
 	h.forgetAll()
 	h.twice = map[string]bool{}
+	h.step() // a loop that never gets going is stuck from its start
 	return h
 }
 

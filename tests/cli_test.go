@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,11 +59,13 @@ func TestUsageErrorsAreOneLineAndExitTwo(t *testing.T) {
 	}{
 		{"no receives", nil, nil, "provisioner: --receives is required (or PROVISIONER_RECEIVES): the contributions file to read (see --help)"},
 		{"unknown flag", nil, []string{"--nope"}, "provisioner: flag provided but not defined: -nope (see --help)"},
-		{"bad duration", nil, []string{"--receives", "c", "--every", "soon"}, `provisioner: invalid value "soon" for flag -every: parse error (see --help)`},
+		{"bad duration", nil, []string{"--receives", "c", "--every", "soon"}, `provisioner: invalid value "soon" for flag -every: want a duration such as 5s, 1m30s or 250ms (see --help)`},
+		{"a number for a duration", []string{"PROVISIONER_EVERY=5"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_EVERY="5": want a duration such as 5s, 1m30s or 250ms (see --help)`},
+		{"bad log level", nil, []string{"--receives", "c", "--log-level", "loud"}, `provisioner: invalid value "loud" for flag -log-level: slog: level string "loud": unknown name (see --help)`},
 		{"zero duration", nil, []string{"--receives", "c", "--verify-every", "0s"}, "provisioner: --verify-every 0s: want a positive duration (see --help)"},
 		{"bad policy", nil, []string{"--receives", "c", "--on-withdraw", "shred"}, `provisioner: invalid value "shred" for flag -on-withdraw: want retain or drop (see --help)`},
 		{"bad log format", nil, []string{"--receives", "c", "--log-format", "xml"}, `provisioner: --log-format "xml": want text or json (see --help)`},
-		{"bad variable", []string{"PROVISIONER_HOLDS_TIMEOUT=forever"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_HOLDS_TIMEOUT="forever": parse error (see --help)`},
+		{"bad variable", []string{"PROVISIONER_HOLDS_TIMEOUT=forever"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_HOLDS_TIMEOUT="forever": want a duration such as 5s, 1m30s or 250ms (see --help)`},
 		{"stray argument", nil, []string{"--receives", "c", "extra"}, `provisioner: unexpected argument "extra" (see --help)`},
 		{"bad url", nil, []string{"--receives", "c", "--database-url", "postgres://admin:hunter2-secret@[::1/x"}, ""},
 		{"bad key=value url", nil, []string{"--receives", "c", "--database-url", "host=127.0.0.1 password=hunter2-secret port=none"}, ""},
@@ -90,9 +93,10 @@ func TestHelpAndVersion(t *testing.T) {
 	is.Equal(code, 0)
 	is.True(strings.Contains(out, "--receives PATH")) // the usage
 	is.True(strings.Contains(out, "-on-withdraw"))
+	is.True(strings.Contains(out, "docs/contributions.md")) // where the file's format is told
 	code, out = runOnce(t, nil, "--version")
 	is.Equal(code, 0)
-	is.True(strings.HasPrefix(out, "provisioner "))
+	is.True(regexp.MustCompile(`^provisioner \S+ \(revision \S+, go1\.\d+`).MatchString(out)) // version, revision, Go
 }
 
 func TestVariablesAndFlagPrecedence(t *testing.T) {

@@ -206,9 +206,18 @@ func TestAProviderThatIsNotASuperuserIsToldSo(t *testing.T) {
 	is.NoErr(err)
 	u.User = url.UserPassword(weak, "weak-pw")
 	m := newMesh(t)
-	m.give()
+	m.give(consumer{as: name("c"), password: randomHex(8)})
+	code, out := runOnce(t, nil, m.args("--once", "--database-url", u.String())...)
+	is.Equal(code, 1)
+	is.True(strings.HasPrefix(out, "[provisioner:"+m.resource+"] the server "+weak+"@127.0.0.1:")) // the first line says it
+	is.True(strings.Contains(out, "the provider's role "+weak+" is not a superuser"))
+	is.True(!strings.Contains(out, "permission denied")) // not a consumer's failure
+
 	p := start(t, nil, daemonArgs(m, u.String())...)
-	eventually(t, "the warning", func() bool { return p.count("the provider's role is not a superuser") == 1 })
+	eventually(t, "the warning", func() bool { return p.count("is not a superuser") == 1 })
 	p.passes(3)
-	is.Equal(p.count("the provider's role is not a superuser"), 1) // said once
+	is.Equal(p.count("is not a superuser"), 1) // said once
+	code, body := p.get("/readyz")
+	is.Equal(code, 503)
+	is.True(strings.Contains(body, "is not a superuser")) // the real reason
 }

@@ -19,13 +19,14 @@ const (
 	JSON = "json"
 )
 
-// New returns a Logger writing to w in format (Text or JSON) for the given resource.
-func New(w io.Writer, format, resource string) (ports.Logger, error) {
+// New returns a Logger writing to w in format (Text or JSON) for the given resource; lines
+// quieter than level are not written.
+func New(w io.Writer, format, resource string, level slog.Level) (ports.Logger, error) {
 	switch format {
 	case Text, "":
-		return &text{w: w, prefix: "[provisioner:" + resource + "] "}, nil
+		return &text{w: w, prefix: "[provisioner:" + resource + "] ", level: level}, nil
 	case JSON:
-		h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})
+		h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
 		return &structured{log: slog.New(h).With("resource", resource)}, nil
 	default:
 		return nil, fmt.Errorf("log format %q: want %s or %s", format, Text, JSON)
@@ -36,12 +37,16 @@ type text struct {
 	mu     sync.Mutex
 	w      io.Writer
 	prefix string
+	level  slog.Level
 }
 
 var _ ports.Logger = (*text)(nil)
 
 // Log writes the line whole in one write, so that lines from several goroutines never interleave.
 func (t *text) Log(e ports.Entry) {
+	if e.Level < t.level {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, _ = io.WriteString(t.w, t.prefix+e.Message+"\n")

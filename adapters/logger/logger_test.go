@@ -15,7 +15,7 @@ import (
 func TestTextIsTheSeedsLine(t *testing.T) {
 	is := is.New(t)
 	var out bytes.Buffer
-	l, err := logger.New(&out, logger.Text, "postgres")
+	l, err := logger.New(&out, logger.Text, "postgres", slog.LevelInfo)
 	is.NoErr(err)
 	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Message: "letta: the backend no longer holds it; applying again"})
 	is.Equal(out.String(), "[provisioner:postgres] letta: the backend no longer holds it; applying again\n") // prefix, message, newline
@@ -24,7 +24,7 @@ func TestTextIsTheSeedsLine(t *testing.T) {
 func TestJSONCarriesTheConsumer(t *testing.T) {
 	is := is.New(t)
 	var out bytes.Buffer
-	l, err := logger.New(&out, logger.JSON, "postgres")
+	l, err := logger.New(&out, logger.JSON, "postgres", slog.LevelInfo)
 	is.NoErr(err)
 	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Message: "letta: create failed, will retry: x"})
 	l.Log(ports.Entry{Level: slog.LevelInfo, Message: "contributions file readable again"})
@@ -43,7 +43,19 @@ func TestJSONCarriesTheConsumer(t *testing.T) {
 
 func TestUnknownFormatIsRefused(t *testing.T) {
 	is := is.New(t)
-	_, err := logger.New(&bytes.Buffer{}, "xml", "postgres")
+	_, err := logger.New(&bytes.Buffer{}, "xml", "postgres", slog.LevelInfo)
 	is.True(err != nil) // refused
 	is.Equal(err.Error(), `log format "xml": want text or json`)
+}
+
+func TestLinesQuieterThanTheLevelAreNotSaid(t *testing.T) {
+	is := is.New(t)
+	for _, format := range []string{logger.Text, logger.JSON} {
+		var out bytes.Buffer
+		l, err := logger.New(&out, format, "postgres", slog.LevelWarn)
+		is.NoErr(err)
+		l.Log(ports.Entry{Level: slog.LevelInfo, Message: "contributions file readable again"})
+		l.Log(ports.Entry{Level: slog.LevelWarn, Message: "letta: create failed, will retry: x"})
+		is.Equal(bytes.Count(out.Bytes(), []byte("\n")), 1) // only the warning
+	}
 }

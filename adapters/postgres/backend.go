@@ -118,15 +118,15 @@ func New(cfg Config) (*Backend, error) {
 // Close ends the Backend's connections.
 func (b *Backend) Close() { b.pool.Close() }
 
-// Ping reports whether the server can be reached.
-func (b *Backend) Ping(ctx context.Context) error { return b.pool.Ping(ctx) }
+// Server names the server and the provider's role on it, user@host:port, never a password.
+func (b *Backend) Server() string { return b.server }
 
-// Superuser reports whether the provider's own role is a superuser, which creating untrusted
-// extensions and reading stored password verifiers need.
-func (b *Backend) Superuser(ctx context.Context) (bool, error) {
-	var super bool
-	err := b.pool.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super)
-	return super, err
+// Ping reports whether the server can be reached, and where not why, as Managed would.
+func (b *Backend) Ping(ctx context.Context) error {
+	if err := b.pool.Ping(ctx); err != nil {
+		return b.serverError(err)
+	}
+	return nil
 }
 
 // Create brings the consumer's role, database and extensions into being, or back to exactly

@@ -1,0 +1,63 @@
+package app
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/matryer/is"
+	"github.com/spf13/afero"
+
+	"github.com/novox/postgres-provider/domain"
+)
+
+func TestALoopThatGetsNowhereIsStuck(t *testing.T) {
+	is := is.New(t)
+	clk := clock.NewMock()
+	clk.Set(time.Now())
+	h := domain.New(domain.Config{Receives: "/c.json"}, afero.NewMemMapFs(), clk, nil, nil, nil)
+	d := &daemon{cfg: Config{Every: 5 * time.Second, HoldsTimeout: 30 * time.Second}, h: h}
+	is.Equal(d.stuckAfter(), 5*time.Second+2*time.Minute+30*time.Second+30*time.Second) // derived from --every and the timeouts
+	_, stuck := d.stuck(clk.Now().Add(time.Minute))
+	is.True(!stuck) // a minute without a step is a long pass, not a stuck one
+	idle, stuck := d.stuck(clk.Now().Add(4 * time.Minute))
+	is.True(stuck) // four is
+	is.Equal(idle, 4*time.Minute)
+}
+
+func TestTheNotifierSpeaksSystemdsProtocol(t *testing.T) {
+	is := is.New(t)
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	is.NoErr(err)
+	defer conn.Close()
+	n := newNotifier(map[string]string{"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"})
+	is.Equal(n.watchdog, 2*time.Second) // systemd's interval
+	n.send("READY=1")
+	buf := make([]byte, 64)
+	is.NoErr(conn.SetReadDeadline(time.Now().Add(10 * time.Second)))
+	k, err := conn.Read(buf)
+	is.NoErr(err)
+	is.Equal(string(buf[:k]), "READY=1")
+
+	is.Equal(newNotifier(map[string]string{"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1", "WATCHDOG_PID": "1"}).watchdog, time.Duration(0)) // another process's
+	newNotifier(map[string]string{}).send("READY=1")                                                                                      // no socket: nothing, no error
+}
+
+func TestStatusIsATable(t *testing.T) {
+	is := is.New(t)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	var out strings.Builder
+	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true, Consumers: []domain.Status{
+		{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour), CheckedAt: now.Add(-10 * time.Second), NextCheck: now.Add(50 * time.Second)},
+		{As: "other", State: domain.StateFailing, Since: now.Add(-time.Minute), LastError: "other: create failed, will retry: no"},
+	}}, now)
+	is.Equal(out.String(), `provisioner v1 for postgres, acting, ready
+CONSUMER  STATE    SINCE       CHECKED  NEXT CHECK  DRIFT / LAST ERROR
+letta     applied  1h0m0s ago  10s ago  in 50s      -
+other     failing  1m0s ago    -        -           other: create failed, will retry: no
+`)
+}

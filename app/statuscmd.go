@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// statusCommand is `provisioner status [--listen ADDR]`: each consumer's status, from the
+// /status of the provisioner listening at ADDR (else PROVISIONER_LISTEN), as a table.
+func statusCommand(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("provisioner status", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	listen := fs.String("listen", env[envName("listen")], "the address the provisioner serves /status on")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *listen == "" {
+		fmt.Fprintln(stderr, "provisioner status: usage: provisioner status --listen ADDR (or PROVISIONER_LISTEN)")
+		return 2
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+*listen+"/status", nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "provisioner status: %v\n", err)
+		return 2
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "provisioner status: no provisioner answers at %s: %v\n", *listen, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	var doc statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		fmt.Fprintf(stderr, "provisioner status: %s/status: %v\n", *listen, err)
+		return 1
+	}
+	writeStatus(stdout, doc, time.Now())
+	return 0
+}
+
+// writeStatus prints doc as an operator reads it: the provider, then a line per consumer.
+func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
+	ready := "ready"
+	if !doc.Ready {
+		ready = "not ready: " + doc.NotReady
+	}
+	fmt.Fprintf(w, "provisioner %s for %s, %s, %s\n", doc.Version, doc.Resource, doc.Role, ready)
+	if doc.ServerProblem != "" {
+		fmt.Fprintf(w, "server: %s\n", doc.ServerProblem)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\tDRIFT / LAST ERROR")
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		if d := now.Sub(t); d >= 0 {
+			return d.Round(time.Second).String() + " ago"
+		}
+		return "in " + t.Sub(now).Round(time.Second).String()
+	}
+	for _, c := range doc.Consumers {
+		note := strings.Join(c.Drift, ", ")
+		if c.LastError != "" {
+			note = strings.TrimSpace(note + " " + c.LastError)
+		}
+		if note == "" {
+			note = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.As, c.State, ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), note)
+	}
+	tw.Flush()
+}
