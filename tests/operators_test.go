@@ -41,7 +41,7 @@ func TestAServerProblemIsOneLine(t *testing.T) {
 			p := start(t, nil, daemonArgs(m, c.url)...)
 			eventually(t, "said", func() bool { return p.count(c.says) == 1 })
 			p.passes(5)
-			is.Equal(p.count(c.says), 1)                                          // once over five passes, for 100 consumers
+			is.Equal(p.count(c.says), 1)                                           // once over five passes, for 100 consumers
 			is.Equal(strings.Count(strings.TrimSpace(p.stderr.String()), "\n"), 1) // and nothing else than the starting line
 			code, body := p.get("/readyz")
 			is.Equal(code, 503)
