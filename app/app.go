@@ -54,7 +54,8 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}
-	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log})
+	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
+		MaxConnections: cfg.MaxConns})
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))
 		return 2
@@ -64,6 +65,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		Resource: cfg.Resource, Receives: cfg.Receives,
 		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
 		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
+		Parallel: cfg.Parallel,
 	}, files.New(), clock.New(), backend, nil, log)
 
 	if cfg.Once {

@@ -27,6 +27,8 @@ type Config struct {
 	DropAfter    time.Duration
 	Settle       time.Duration
 	Adopt        postgres.Adopt
+	Parallel     int
+	MaxConns     int
 	Once         bool
 	Listen       string
 	LogFormat    string
@@ -34,6 +36,10 @@ type Config struct {
 	Version      bool
 	Help         bool
 }
+
+// DefaultParallel is --parallel's default: on a 2-core server, creates from nothing stop
+// getting faster past it (see the note of issue 12 and `make compare`).
+const DefaultParallel = 8
 
 // envName is the variable that stands for a flag: --holds-timeout is PROVISIONER_HOLDS_TIMEOUT.
 func envName(flagName string) string {
@@ -65,6 +71,8 @@ func flags(c *Config) *flag.FlagSet {
 		}
 		return nil
 	})
+	fs.IntVar(&c.Parallel, "parallel", DefaultParallel, "how many consumers' creates, checks and removes run at once")
+	fs.IntVar(&c.MaxConns, "max-connections", 0, "the most connections the provider holds to the server (default twice --parallel)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (off by default)")
 	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text (the seed's lines) or json")
@@ -126,6 +134,9 @@ func parse(args []string, env map[string]string) (Config, error) {
 	if c.Help || c.Version {
 		return c, nil
 	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 2 * c.Parallel
+	}
 	return c, c.check()
 }
 
@@ -141,6 +152,10 @@ func (c Config) check() error {
 		return fmt.Errorf("--verify-every %s: want a positive duration", c.VerifyEvery)
 	case c.HoldsTimeout <= 0:
 		return fmt.Errorf("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
+	case c.Parallel < 1:
+		return fmt.Errorf("--parallel %d: want at least 1", c.Parallel)
+	case c.MaxConns < 0 || c.MaxConns == 1:
+		return fmt.Errorf("--max-connections %d: want at least 2 (one pooled, one to a consumer's database)", c.MaxConns)
 	case c.DropAfter < 0:
 		return fmt.Errorf("--drop-after %s: want zero or a positive duration", c.DropAfter)
 	case c.Settle <= 0:

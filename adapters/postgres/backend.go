@@ -37,6 +37,7 @@ const (
 const (
 	undefinedObject   = "42704"
 	duplicateDatabase = "42P04"
+	lockNotAvailable  = "55P03"
 )
 
 // Config is how to reach the server and what to do on withdrawal.
@@ -55,7 +56,24 @@ type Config struct {
 	// Timeout bounds one Create, Remove or Drop, waiting for the consumer's lock included; zero is
 	// DefaultTimeout. Holds is bounded by its caller.
 	Timeout time.Duration
+	// MaxConnections is the most connections the Backend holds to the server at once: its pool,
+	// and the short-lived ones to consumers' databases (half of them each, at least one). Zero
+	// is DefaultMaxConnections.
+	MaxConnections int
+	// LockTimeout is how long a statement of Create, Remove or Drop waits for a lock another
+	// session holds (an operator's open transaction on the role, or the consumer's own) before
+	// that attempt fails; zero is DefaultLockTimeout.
+	LockTimeout time.Duration
 }
+
+// DefaultMaxConnections is Config.MaxConnections' default: enough for eight consumers at once,
+// each on a pooled connection and one to its database.
+const DefaultMaxConnections = 16
+
+// DefaultLockTimeout is Config.LockTimeout's default: longer than any lock the provider's own
+// statements hold, short enough that a consumer stuck behind somebody's open transaction does
+// not hold up the pass.
+const DefaultLockTimeout = 5 * time.Second
 
 // DefaultTimeout is Config.Timeout's default: long enough for CREATE DATABASE on a busy
 // server, short enough that a server that stopped answering does not stall the loop.
@@ -74,6 +92,9 @@ type Backend struct {
 	log      ports.Logger
 	self     string // the provider's own role, never given to a consumer
 	server   string // user@host:port, to name the server in what is said
+	lockWait time.Duration
+	// databases are the slots for connections to consumers' databases, beside the pool.
+	databases chan struct{}
 
 	// verified remembers which stored verifiers a password was checked against, so that a
 	// verify pass does not run PBKDF2 (4096 rounds) per consumer while nothing changed.
@@ -100,6 +121,16 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	pc.MaxConnIdleTime = 5 * time.Minute
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.LockTimeout <= 0 {
+		cfg.LockTimeout = DefaultLockTimeout
+	}
+	pooled := max(1, (cfg.MaxConnections+1)/2)
+	pc.MaxConns = int32(pooled)
+	lockTimeout := strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10) + "ms"
+	pc.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
 	if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
@@ -112,6 +143,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
+		lockWait: cfg.LockTimeout, databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
 }
 
@@ -164,7 +196,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	defer conn.Release()
 	const key = "SELECT hashtextextended('novox-provisioner/' || $1, 0)"
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(("+key+"))", role); err != nil {
-		return fmt.Errorf("lock %s: %w", role, err)
+		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -174,15 +206,46 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 			_ = conn.Conn().Close(uctx)
 		}
 	}()
-	return fn(ctx, conn)
+	return b.lockError(fn(ctx, conn))
+}
+
+// lockError says where err is a statement that waited on somebody else's lock for longer than
+// the lock timeout.
+func (b *Backend) lockError(err error) error {
+	if pgCode(err) == lockNotAvailable {
+		return fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?); "+
+			"tried again next pass", err, b.lockWait)
+	}
+	return err
 }
 
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// connectTo opens a connection to db as the provider; readOnly ones refuse every write.
-func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*pgx.Conn, error) {
+// dbConn is a connection to a consumer's database, which holds one of the Backend's slots for
+// such connections until it is closed.
+type dbConn struct {
+	*pgx.Conn
+	release func()
+}
+
+// Close closes the connection and gives its slot back.
+func (c *dbConn) Close(ctx context.Context) error {
+	err := c.Conn.Close(ctx)
+	c.release()
+	return err
+}
+
+// connectTo opens a connection to db as the provider, once one of the Backend's slots for such
+// connections is free; readOnly ones refuse every write.
+func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*dbConn, error) {
+	select {
+	case b.databases <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release := func() { <-b.databases }
 	cfg := b.pool.Config().ConnConfig.Copy()
 	cfg.Database = db
 	if cfg.RuntimeParams == nil {
@@ -195,7 +258,12 @@ func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*pgx
 	if readOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
-	return pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &dbConn{Conn: conn, release: release}, nil
 }
 
 func (b *Backend) say(level slog.Level, consumer, format string, args ...any) {
