@@ -24,10 +24,10 @@ func TestACreateStuckBehindSomebodysLockFailsAtTheLockTimeout(t *testing.T) {
 
 	start := time.Now()
 	err = b.Create(ctx, stuck)
-	is.True(err != nil) // that attempt fails
+	is.True(err != nil)                                                                                // that attempt fails
 	is.True(strings.Contains(err.Error(), "another session held a lock it needs for more than 300ms")) // and says why
-	is.True(time.Since(start) < 10*time.Second)                                                      // at the lock timeout, not the create's two minutes
-	is.NoErr(b.Create(ctx, free))                                                                     // others are not held up
+	is.True(time.Since(start) < 10*time.Second)                                                        // at the lock timeout, not the create's two minutes
+	is.NoErr(b.Create(ctx, free))                                                                      // others are not held up
 
 	_, err = holder.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended('novox-provisioner/' || $1, 0))", stuck.As)
 	is.NoErr(err)
