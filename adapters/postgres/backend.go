@@ -280,12 +280,6 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // doubling.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-func orNone(names []string) []string {
-	if names == nil {
-		return []string{}
-	}
-	return names
-}
 
 // pgCode is err's SQLSTATE, or "" where err is not from the server.
 func pgCode(err error) string {
