@@ -1,7 +1,11 @@
 package postgres_test
 
 import (
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // benchCases are the consumers the Create and Holds benchmarks measure.
@@ -51,6 +55,54 @@ func BenchmarkHolds(b *testing.B) {
 			}
 			if !held {
 				b.Fatal("not held")
+			}
+		})
+	}
+}
+
+// BenchmarkVerifyPass is HoldsAll over 1,000 converged consumers, their verifiers checked
+// before: what a verify pass costs. Without extensions it is one catalog round trip; with one
+// each, one short-lived connection per database besides.
+func BenchmarkVerifyPass(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		exts []string
+	}{{"no extensions", nil}, {"one extension each", []string{"pg_trgm"}}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b)
+			ps := make([]ports.Provision, 1000)
+			for i := range ps {
+				ps[i] = provision(name("verify"), c.exts...)
+			}
+			var wg sync.WaitGroup
+			work := make(chan ports.Provision)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for p := range work {
+						if err := e.b.Create(ctx, p); err != nil {
+							b.Error(err)
+						}
+					}
+				}()
+			}
+			for _, p := range ps {
+				work <- p
+			}
+			close(work)
+			wg.Wait()
+			check := func() {
+				for _, a := range e.b.HoldsAll(ctx, ps, time.Minute) {
+					if a.Err != nil || !a.Held {
+						b.Fatalf("not held: %v %v", a.Err, a.Drift)
+					}
+				}
+			}
+			check() // the verifiers checked once
+			b.ResetTimer()
+			for b.Loop() {
+				check()
 			}
 		})
 	}

@@ -30,8 +30,13 @@ func scramVerifier(password string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return scramFormat(scramIterations, salt, stored, server), nil
+}
+
+// scramFormat is PostgreSQL's text of a SCRAM-SHA-256 secret.
+func scramFormat(iterations int, salt, stored, server []byte) string {
 	enc := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", scramIterations, enc(salt), enc(stored), enc(server)), nil
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(stored), enc(server))
 }
 
 // scramKeys derives StoredKey and ServerKey (RFC 5802) from the SASLprep'd password.

@@ -1,0 +1,42 @@
+package postgres_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// TestAVerifyPassOver20000ConsumersRunsNoPBKDF2Twice makes 20,000 roles (whose verifiers use
+// one iteration, so that making them is quick) and checks them twice: the second check derives
+// no key at all.
+func TestAVerifyPassOver20000ConsumersRunsNoPBKDF2Twice(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	const n = 20000
+	prefix := name("many")
+	verifier := postgres.Verifier("pw", []byte("0123456789abcdef"), 1)
+	e.exec("", fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+		EXECUTE format('CREATE ROLE %%I LOGIN PASSWORD %%L', '%s_' || i, '%s'); END LOOP; END $$`, n, prefix, verifier))
+	t.Cleanup(func() {
+		e.exec("", fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP EXECUTE format('DROP ROLE %%I', '%s_' || i); END LOOP; END $$`, n, prefix))
+	})
+	ps := make([]ports.Provision, n)
+	for i := range ps {
+		ps[i] = ports.Provision{As: fmt.Sprintf("%s_%d", prefix, i+1), Password: "pw", Values: map[string]any{}, Derived: map[string]any{}}
+	}
+	b := e.backend(e.srv.URL)
+	first := b.HoldsAll(ctx, ps, time.Minute)
+	for _, a := range first {
+		is.NoErr(a.Err)
+		is.Equal(a.Drift, []string{"not recorded as the provider's", "database missing"}) // the password verified, no database made
+	}
+	is.Equal(b.Derivations(), n) // each verified once
+	second := b.HoldsAll(ctx, ps, time.Minute)
+	is.Equal(len(second), n)
+	is.Equal(b.Derivations(), n) // and not again: no PBKDF2 at all
+}

@@ -1,0 +1,15 @@
+package postgres
+
+// Derivations counts the PBKDF2 derivations b ran to verify stored passwords.
+func (b *Backend) Derivations() int {
+	b.verified.mu.Lock()
+	defer b.verified.mu.Unlock()
+	return b.verified.derivations
+}
+
+// Verifier is the SCRAM-SHA-256 verifier PostgreSQL would store for password with the given
+// salt and iterations, for tests that make many roles fast.
+func Verifier(password string, salt []byte, iterations int) string {
+	stored, server, _ := scramKeys(password, salt, iterations)
+	return scramFormat(iterations, salt, stored, server)
+}
