@@ -280,7 +280,6 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // doubling.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-
 // pgCode is err's SQLSTATE, or "" where err is not from the server.
 func pgCode(err error) string {
 	var pgErr *pgconn.PgError
