@@ -61,12 +61,14 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return 2
 	}
 	defer backend.Close()
+	lease := backend.Lease()
+	defer lease.Close()
 	h := domain.New(domain.Config{
 		Resource: cfg.Resource, Receives: cfg.Receives,
 		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
 		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
 		Parallel: cfg.Parallel,
-	}, files.New(), clock.New(), backend, nil, log)
+	}, files.New(), clock.New(), backend, lease, log)
 
 	if cfg.Once {
 		if h.Reconcile(ctx).Converged() {
@@ -74,7 +76,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		}
 		return 1
 	}
-	d := &daemon{cfg: cfg, h: h, backend: backend, log: log, metrics: NewMetrics(cfg.Resource), notify: newNotifier(env)}
+	d := &daemon{cfg: cfg, h: h, backend: backend, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: newNotifier(env)}
 	if err := d.run(ctx); err != nil {
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2

@@ -25,6 +25,7 @@ type daemon struct {
 	cfg     Config
 	h       *domain.Harness
 	backend *postgres.Backend
+	lease   *postgres.Lease
 	log     ports.Logger
 	metrics *Metrics
 	notify  *notifier
@@ -122,11 +123,12 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 		reached = pingErr == nil
 	}
 	d.metrics.Observe(r, reached)
+	d.metrics.leader.Set(boolean(d.lease.Leader()))
 	switch {
-	case !r.FileRead && !r.Standby:
-		d.setWhy("the contributions file could not be read or used")
 	case r.ServerProblem != "":
 		d.setWhy(r.ServerProblem)
+	case !r.FileRead && !r.Standby:
+		d.setWhy("the contributions file could not be read or used")
 	case pingErr != nil:
 		d.setWhy(pingErr.Error())
 	default:

@@ -25,6 +25,7 @@ type Metrics struct {
 	unchecked          prometheus.Counter
 	duration           prometheus.Histogram
 	readable, reached  prometheus.Gauge
+	leader             prometheus.Gauge
 }
 
 // NewMetrics returns Metrics for the given resource, with Go and process metrics beside them.
@@ -59,9 +60,11 @@ func NewMetrics(resource string) *Metrics {
 			Help: "1 when the last pass could read and use the contributions file.", ConstLabels: labels}),
 		reached: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_backend_reachable",
 			Help: "1 when the server answered after the last pass.", ConstLabels: labels}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_leader",
+			Help: "1 while this replica holds the lease and acts, 0 while it stands by.", ConstLabels: labels}),
 	}
 	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.mass, m.failures, m.unchecked,
-		m.duration, m.readable, m.reached,
+		m.duration, m.readable, m.reached, m.leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range domain.States {
 		m.consumers.WithLabelValues(string(s))

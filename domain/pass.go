@@ -60,17 +60,20 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		h.step()
 	}()
 	r.Watched = []string{h.cfg.Receives}
-	if !h.leading(ctx) {
-		r.Standby = true
-		return r
-	}
 	given, ok := h.readContributions()
 	if !ok {
+		h.leading(ctx, &r) // a file that says nothing is no reason not to say the backend's problem
 		return r
 	}
 	r.FileRead, r.BadEntries = true, h.file.bad
 	want := h.listed(given)
 	r.Watched = h.watched
+	if !h.leading(ctx, &r) {
+		if r.ServerProblem != "" {
+			h.settleUnchecked(h.readSecrets(given), &r)
+		}
+		return r
+	}
 
 	verifying := h.clock.Now().Sub(h.verifiedAt) >= h.cfg.VerifyEvery
 	if verifying {

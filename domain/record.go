@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/novox/postgres-provider/ports"
@@ -10,16 +11,31 @@ import (
 // leading reports whether this replica holds the lease and may act. A replica that takes the
 // lease forgets what it remembered of the backend: another replica may have acted meanwhile,
 // and the backend's record says what is managed now.
-func (h *Harness) leading(ctx context.Context) bool {
+//
+// A lease that cannot be asked for is the backend's problem, said as readRecord says one.
+func (h *Harness) leading(ctx context.Context, r *Report) bool {
 	if h.lease == nil {
 		return true
 	}
-	held := h.lease.Held(ctx) == nil
-	if held && !h.acting {
-		h.forgetAll()
+	err := h.lease.Held(ctx)
+	h.step()
+	switch {
+	case err == nil:
+		if !h.acting {
+			h.forgetAll()
+		}
+		if h.server.text != "" {
+			h.recordRead = false // read it again, which says the problem is over
+		}
+		h.acting = true
+		return true
+	case errors.Is(err, ports.ErrStandby):
+		r.Standby = true
+	default:
+		h.serverProblem(err, r)
 	}
-	h.acting = held
-	return held
+	h.acting = false
+	return false
 }
 
 // readRecord asks the backend, as a whole, what it manages; it is the first thing a pass that
@@ -32,15 +48,7 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 	cancel()
 	h.step()
 	if err != nil {
-		text := h.scrubbed(err)
-		r.ServerProblem = text
-		if h.server.again(text) {
-			consequence := "nothing is created, checked or withdrawn until this is resolved"
-			if h.cfg.Once {
-				consequence = "nothing was created, checked or withdrawn"
-			}
-			h.say(slog.LevelError, "", "%s; %s", text, consequence)
-		}
+		h.serverProblem(err, r)
 		return false
 	}
 	if h.server.text != "" {
@@ -54,4 +62,18 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 	h.record, h.recordRead = record, true
 	h.changes++
 	return true
+}
+
+// serverProblem records and says, once until it changes and every loudlyEvery-th pass it lasts,
+// why the backend as a whole cannot be used.
+func (h *Harness) serverProblem(err error, r *Report) {
+	text := h.scrubbed(err)
+	r.ServerProblem = text
+	if h.server.again(text) {
+		consequence := "nothing is created, checked or withdrawn until this is resolved"
+		if h.cfg.Once {
+			consequence = "nothing was created, checked or withdrawn"
+		}
+		h.say(slog.LevelError, "", "%s; %s", text, consequence)
+	}
 }

@@ -324,7 +324,7 @@ func (l *lease) Held(context.Context) error {
 	if l.held {
 		return nil
 	}
-	return errors.New("another replica holds it")
+	return fmt.Errorf("replica b: %w", ports.ErrStandby)
 }
 
 func TestAStandbyActsNotAndATakeOverReadsTheRecordAgain(t *testing.T) {
@@ -368,4 +368,29 @@ func TestALeaderThatLostTheLeaseWithdrawsNothing(t *testing.T) {
 	is.Equal(calls, 1)
 	is.True(r.Standby)
 	is.Equal(len(w.backend.removes), 0) // asked again before withdrawing: nothing withdrawn
+}
+
+// askless is a Lease that cannot be asked for.
+type askless struct{ err error }
+
+func (l askless) Held(context.Context) error { return l.err }
+
+func TestALeaseThatCannotBeAskedForIsTheServersProblem(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	l := &askless{err: errors.New("the server postgres@127.0.0.1:1 cannot be reached: connection refused")}
+	w.lease = l
+	w.configure(domain.Config{})
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	for range 3 {
+		r := w.pass(time.Second)
+		is.True(!r.Standby)
+		is.Equal(r.ServerProblem, l.err.Error())
+	}
+	is.Equal(w.log.take(), []string{l.err.Error() + "; nothing is created, checked or withdrawn until this is resolved"}) // said once
+	l.err = nil
+	w.pass(time.Second)
+	is.Equal(w.log.take()[0], "the backend can be used again (it was: "+"the server postgres@127.0.0.1:1 cannot be reached: connection refused)")
+	is.Equal(w.backend.createsOf("a"), 1)
 }

@@ -119,8 +119,7 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
 		}
 		return
 	}
-	if !h.leading(ctx) {
-		r.Standby = true
+	if !h.leading(ctx, r) {
 		return
 	}
 	r.WithdrawalsHeld, r.MassWithdrawal, h.mass = 0, false, false

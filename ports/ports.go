@@ -8,6 +8,7 @@ package ports
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"time"
@@ -98,9 +99,14 @@ type Backend interface {
 // Lease says whether this replica may act: of several replicas of a provider, one holds the
 // lease and acts, the others stand by.
 type Lease interface {
-	// Held answers nil while this replica holds the lease, and why not otherwise.
+	// Held answers nil while this replica holds the lease; an error that wraps ErrStandby
+	// where another replica holds it; any other error where the lease could not be asked for
+	// (the backend unreachable, ...), in words an operator can act on.
 	Held(ctx context.Context) error
 }
+
+// ErrStandby is a replica that does not hold the lease because another does.
+var ErrStandby = errors.New("another replica holds the lease")
 
 // Filesystem is the part of afero.Fs the loop reads the contributions file and secrets through.
 // Open must not block on what is not a regular file (a FIFO nobody writes would stall the loop

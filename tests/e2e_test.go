@@ -112,7 +112,7 @@ func TestSecretWrittenAfterTheFile(t *testing.T) {
 	m.give(letta)
 	is.NoErr(os.Remove(m.secret(letta.as))) // the host has not written it yet
 	p := start(t, nil, m.args("--database-url", url, "--every", "1h")...)
-	eventually(t, "waiting for the secret", func() bool { return p.count(letta.as+": secret not readable yet") == 1 })
+	eventually(t, "waiting for the secret", func() bool { return p.count(letta.as+": secret not readable yet") >= 1 })
 	m.writeFile(m.secret(letta.as), letta.password+"\n")
 	eventually(t, "letta made once the secret is there", func() bool {
 		return letta.logsIn(t, url)
@@ -139,7 +139,7 @@ func TestServerDownAtStartIsNotFatal(t *testing.T) {
 	})
 	code, body := p.get("/readyz")
 	is.Equal(code, 503) // not ready while the server is down
-	is.True(strings.Contains(body, "the server cannot be reached"))
+	is.True(strings.Contains(body, "cannot be reached")) // and why
 
 	srv, err = pgserver.Start(pgserver.Options{Dir: dir + "/pg", Port: port})
 	is.NoErr(err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -92,7 +93,10 @@ type Backend struct {
 	log      ports.Logger
 	self     string // the provider's own role, never given to a consumer
 	server   string // user@host:port, to name the server in what is said
-	lockWait time.Duration
+	// application is the application_name of the Backend's sessions: which provider, and
+	// which replica of it, a session on the server is.
+	application string
+	lockWait    time.Duration
 	// databases are the slots for connections to consumers' databases, beside the pool.
 	databases chan struct{}
 
@@ -131,6 +135,12 @@ func New(cfg Config) (*Backend, error) {
 	pc.MaxConns = int32(pooled)
 	lockTimeout := strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10) + "ms"
 	pc.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
+	application := pc.ConnConfig.RuntimeParams["application_name"]
+	if application == "" {
+		host, _ := os.Hostname()
+		application = fmt.Sprintf("novox-provisioner/%s/%s-%d", cfg.Resource, host, os.Getpid())
+		pc.ConnConfig.RuntimeParams["application_name"] = application
+	}
 	if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
@@ -143,7 +153,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
-		lockWait: cfg.LockTimeout, databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
+		lockWait: cfg.LockTimeout, application: application, databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
 }
 

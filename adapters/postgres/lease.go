@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// Lease is the leader lock of one resource among the replicas of a provider: a session-level
+// advisory lock on a connection of its own. The replica whose session holds it acts; the others
+// stand by and try again on each pass. The server frees the lock when that session ends, so a
+// leader that dies gives it up once the server notices, which TCP keepalives on the session,
+// both ways, bring down to seconds. It is safe for concurrent use.
+type Lease struct {
+	cfg         *pgx.ConnConfig
+	resource    string
+	serverError func(error) error
+	log         ports.Logger
+	timeout     time.Duration
+
+	mu     sync.Mutex
+	conn   *pgx.Conn
+	said   string // what was last said of the lease, so that each change is said once
+	leader bool
+}
+
+var _ ports.Lease = (*Lease)(nil)
+
+// Keepalives on the lease's session: the server drops the session of a replica it has not
+// heard from for idle + interval×count (11 s), and so frees the lock; the replica notices a
+// server it cannot hear within the same.
+const (
+	keepaliveIdle     = 5 * time.Second
+	keepaliveInterval = 2 * time.Second
+	keepaliveCount    = 3
+)
+
+// Lease returns the leader lock of the Backend's resource. Nothing is connected until Held is
+// first called.
+func (b *Backend) Lease() *Lease {
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = b.application + "/lease"
+	// The server's side of the keepalives, for this session only.
+	cfg.RuntimeParams["tcp_keepalives_idle"] = strconv.Itoa(int(keepaliveIdle.Seconds()))
+	cfg.RuntimeParams["tcp_keepalives_interval"] = strconv.Itoa(int(keepaliveInterval.Seconds()))
+	cfg.RuntimeParams["tcp_keepalives_count"] = strconv.Itoa(keepaliveCount)
+	cfg.RuntimeParams["tcp_user_timeout"] = strconv.Itoa(int((keepaliveIdle + keepaliveCount*keepaliveInterval).Milliseconds()))
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: keepaliveIdle, Interval: keepaliveInterval, Count: keepaliveCount}}
+	cfg.DialFunc = dialer.DialContext
+	return &Lease{cfg: cfg, resource: b.resource, serverError: b.serverError, log: b.log, timeout: 5 * time.Second}
+}
+
+// leaseKey is the advisory lock of the resource's leader: in a space of keys of its own, apart
+// from the per-consumer ones (a login holds no '/').
+const leaseKey = "hashtextextended('novox-provisioner-leader/' || $1, 0)"
+
+// Held answers nil while this replica holds the lease: it checks that the lease's session is
+// alive (a session-level advisory lock lives as long as its session), and where this replica
+// holds no lease, tries to take it. Each change (taken, standing by, lost) is said once.
+func (l *Lease) Held(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if l.conn != nil {
+		if _, err := l.conn.Exec(ctx, "SELECT 1"); err == nil {
+			return nil
+		} else {
+			_ = l.conn.Close(context.WithoutCancel(ctx))
+			l.conn = nil
+			if l.leader {
+				l.leader = false
+				l.tell(slog.LevelError, fmt.Sprintf("lost the lease of %s (%s): not acting until it is taken again", l.resource, reason(err)))
+			}
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, l.cfg)
+	if err != nil {
+		return l.serverError(err)
+	}
+	var took bool
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+leaseKey+")", l.resource).Scan(&took); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return l.serverError(err)
+	}
+	if !took {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		l.tell(slog.LevelInfo, fmt.Sprintf("standing by: another replica holds the lease of %s", l.resource))
+		return ports.ErrStandby
+	}
+	l.conn, l.leader = conn, true
+	if l.said != "" { // a replica that simply takes the lease at its start says nothing, as a single one
+		l.tell(slog.LevelInfo, fmt.Sprintf("acting: this replica now holds the lease of %s", l.resource))
+	}
+	return nil
+}
+
+// Leader reports whether this replica held the lease when last asked.
+func (l *Lease) Leader() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leader
+}
+
+// Close gives the lease up.
+func (l *Lease) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+		defer cancel()
+		_ = l.conn.Close(ctx)
+		l.conn, l.leader = nil, false
+	}
+}
+
+// tell says text where it differs from what was said last.
+func (l *Lease) tell(level slog.Level, text string) {
+	if text == l.said || l.log == nil {
+		return
+	}
+	l.said = text
+	l.log.Log(ports.Entry{Level: level, Message: text})
+}
