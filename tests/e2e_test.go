@@ -138,7 +138,7 @@ func TestServerDownAtStartIsNotFatal(t *testing.T) {
 		return p.count(": connect: connection refused; nothing is created, checked or withdrawn") == 1
 	})
 	code, body := p.get("/readyz")
-	is.Equal(code, 503) // not ready while the server is down
+	is.Equal(code, 503)                                  // not ready while the server is down
 	is.True(strings.Contains(body, "cannot be reached")) // and why
 
 	srv, err = pgserver.Start(pgserver.Options{Dir: dir + "/pg", Port: port})
