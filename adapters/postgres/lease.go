@@ -30,7 +30,14 @@ type Lease struct {
 	conn   *pgx.Conn
 	said   string // what was last said of the lease, so that each change is said once
 	leader bool
+	// back is how many more asks a replica that lost the lease lets pass before it tries to
+	// take it again: its session ended under it, so a standby whose session did not is
+	// given the first go.
+	back int
 }
+
+// stepBack is Lease.back after a loss.
+const stepBack = 2
 
 var _ ports.Lease = (*Lease)(nil)
 
@@ -78,10 +85,14 @@ func (l *Lease) Held(ctx context.Context) error {
 			_ = l.conn.Close(context.WithoutCancel(ctx))
 			l.conn = nil
 			if l.leader {
-				l.leader = false
+				l.leader, l.back = false, stepBack
 				l.tell(slog.LevelError, fmt.Sprintf("lost the lease of %s (%s): not acting until it is taken again", l.resource, reason(err)))
 			}
 		}
+	}
+	if l.back > 0 {
+		l.back--
+		return fmt.Errorf("stepping back after losing the lease: %w", ports.ErrStandby)
 	}
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
