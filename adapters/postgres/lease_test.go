@@ -22,10 +22,10 @@ func TestOneReplicaHoldsTheLeaseAndAnotherTakesItWhenItsSessionEnds(t *testing.T
 	defer two.Close()
 	defer other.Close()
 
-	is.NoErr(one.Held(ctx))                              // the first takes it
-	is.NoErr(one.Held(ctx))                              // and keeps it
+	is.NoErr(one.Held(ctx))                             // the first takes it
+	is.NoErr(one.Held(ctx))                             // and keeps it
 	is.True(errors.Is(two.Held(ctx), ports.ErrStandby)) // the second stands by
-	is.NoErr(other.Held(ctx))                            // another resource's is another lease
+	is.NoErr(other.Held(ctx))                           // another resource's is another lease
 	is.True(one.Leader() && !two.Leader())
 
 	// The leader's session ends under it (a network drop, an operator's pg_terminate_backend).
