@@ -55,7 +55,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return 2
 	}
 	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
-		MaxConnections: cfg.MaxConns})
+		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit})
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))
 		return 2

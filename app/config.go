@@ -29,6 +29,8 @@ type Config struct {
 	Adopt        postgres.Adopt
 	Parallel     int
 	MaxConns     int
+	AllowExts    []string
+	ConnLimit    int
 	Once         bool
 	Listen       string
 	LogFormat    string
@@ -73,6 +75,16 @@ func flags(c *Config) *flag.FlagSet {
 	})
 	fs.IntVar(&c.Parallel, "parallel", DefaultParallel, "how many consumers' creates, checks and removes run at once")
 	fs.IntVar(&c.MaxConns, "max-connections", 0, "the most connections the provider holds to the server (default twice --parallel)")
+	fs.Func("allow-extensions", "the extensions consumers may have, a,b,c (default: every one the server has available)", func(s string) error {
+		c.AllowExts = []string{}
+		for _, name := range strings.Split(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				c.AllowExts = append(c.AllowExts, name)
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer's CONNECTION LIMIT where derived.connection_limit names none (-1: none)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz and /metrics on this address (off by default)")
 	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text (the seed's lines) or json")
@@ -152,6 +164,8 @@ func (c Config) check() error {
 		return fmt.Errorf("--verify-every %s: want a positive duration", c.VerifyEvery)
 	case c.HoldsTimeout <= 0:
 		return fmt.Errorf("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
+	case c.ConnLimit < -1 || c.ConnLimit == 0:
+		return fmt.Errorf("--connection-limit %d: want a positive number of connections, or -1 for none", c.ConnLimit)
 	case c.Parallel < 1:
 		return fmt.Errorf("--parallel %d: want at least 1", c.Parallel)
 	case c.MaxConns < 0 || c.MaxConns == 1:

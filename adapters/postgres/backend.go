@@ -61,6 +61,12 @@ type Config struct {
 	// and the short-lived ones to consumers' databases (half of them each, at least one). Zero
 	// is DefaultMaxConnections.
 	MaxConnections int
+	// AllowExtensions are the extensions consumers may have; nil lets them have every one the
+	// server has available. One not allowed is said and skipped, like one not available.
+	AllowExtensions []string
+	// ConnectionLimit is each role's CONNECTION LIMIT where derived names none; zero means
+	// none (-1), as does -1.
+	ConnectionLimit int
 	// LockTimeout is how long a statement of Create, Remove or Drop waits for a lock another
 	// session holds (an operator's open transaction on the role, or the consumer's own) before
 	// that attempt fails; zero is DefaultLockTimeout.
@@ -97,6 +103,11 @@ type Backend struct {
 	// which replica of it, a session on the server is.
 	application string
 	lockWait    time.Duration
+	allowed     []string // nil: every available extension
+	limit       int
+	// said remembers what was said once per consumer and extension (skipped, left in
+	// public), so that it is said again only when it changes.
+	said saidOnce
 	// databases are the slots for connections to consumers' databases, beside the pool.
 	databases chan struct{}
 
@@ -153,7 +164,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
-		lockWait: cfg.LockTimeout, application: application, databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
+		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
 }
 
@@ -186,7 +197,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
 		if _, err := b.ensureRole(ctx, conn, pl, p.Password); err != nil {
 			return fmt.Errorf("create role %s: %w", pl.role, err)
 		}
-		if err := ensureDatabase(ctx, conn, pl.database, pl.role); err != nil {
+		if err := b.ensureDatabase(ctx, conn, pl.database, pl.role); err != nil {
 			return fmt.Errorf("create database %s: %w", pl.database, err)
 		}
 		return b.ensureExtensions(ctx, conn, pl)
@@ -205,7 +216,9 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	}
 	defer conn.Release()
 	const key = "SELECT hashtextextended('novox-provisioner/' || $1, 0)"
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(("+key+"))", role); err != nil {
+	// Transaction sampling is decided as a transaction starts, so it is turned off for the
+	// session here, before the role's transaction, which may carry a verifier.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(("+key+")), set_config('log_transaction_sample_rate', '0', false)", role); err != nil {
 		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
 	}
 	defer func() {
@@ -217,6 +230,13 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 		}
 	}()
 	return b.lockError(fn(ctx, conn))
+}
+
+func limitOrNone(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // lockError says where err is a statement that waited on somebody else's lock for longer than
@@ -261,10 +281,10 @@ func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*dbC
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	// The consumer owns its database and may have made a schema named after the provider's
-	// role, which "$user" would put first: extensions go to public unless their control file
-	// names a schema.
-	cfg.RuntimeParams["search_path"] = "public"
+	// The consumer owns its database: nothing the provider runs there may resolve a name to an
+	// object the consumer made. The catalog alone is searched (pg_temp, the session's own, is
+	// named last so that it is not searched first); what the provider creates names its schema.
+	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
 	if readOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}

@@ -273,6 +273,7 @@ func TestPasswordNeverReachesTheServerLog(t *testing.T) {
 	if e.srv.Local == nil {
 		t.Skip("the server's log can be read only for a server these tests started")
 	}
+	from := e.logSize()
 	p := provision(name("secret"), "pg_trgm")
 	p.Password = "Zq7-never-logged-" + randomHex(8)
 	e.mustCreate(p)
@@ -284,7 +285,7 @@ func TestPasswordNeverReachesTheServerLog(t *testing.T) {
 
 	raw, err := e.srv.Local.Log()
 	is.NoErr(err)
-	log := string(raw)
+	log := string(raw[from:])
 	is.True(strings.Contains(log, "the log is written: "+p.As)) // log_statement=all is on
 	is.True(strings.Contains(log, "pg_advisory_lock"))          // and caught the provider's statements
 	is.True(!strings.Contains(log, p.Password))                 // never the password
@@ -387,7 +388,7 @@ func TestErrorsWhileTheServerIsDownAreClear(t *testing.T) {
 	is.True(err != nil) // cannot ask is an error, not "not held"
 }
 
-func TestExtensionsGoToPublicNotASchemaTheConsumerMadeForTheProvider(t *testing.T) {
+func TestExtensionsGoToTheProvidersSchemaNotOneTheConsumerMade(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	p := provision(name("schema"))
@@ -401,7 +402,27 @@ func TestExtensionsGoToPublicNotASchemaTheConsumerMadeForTheProvider(t *testing.
 	e.mustCreate(p)
 	var schema string
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&schema))
-	is.Equal(schema, "public") // not in the schema the consumer owns and named after us
+	is.Equal(schema, "extensions") // the provider's, not the one the consumer made, nor public
+	conn = e.mustLogin(p.As, p.Password, p.As)
+	var sim float64
+	is.NoErr(conn.QueryRow(ctx, "SELECT similarity('letta', 'lettuce')").Scan(&sim)) // resolves unqualified for the consumer
+	_, err = conn.Exec(ctx, "CREATE FUNCTION extensions.planted() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+	is.Equal(sqlstate(err), "42501") // the consumer may use the schema, not create in it
+}
+
+func TestASchemaNamedExtensionsTheConsumerMadeIsNotUsed(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("squat"))
+	e.mustCreate(p)
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	_, err := conn.Exec(ctx, "CREATE SCHEMA extensions")
+	is.NoErr(err)
+	p.Values["extensions"] = []any{"pg_trgm"}
+	err = e.b.Create(ctx, p)
+	is.True(err != nil) // refused, naming whose it is
+	is.True(strings.Contains(err.Error(), "schema extensions exists and is owned by "+p.As+", not by a superuser"))
+	is.Equal(e.extensions(p.As), []string{"plpgsql"}) // nothing created there
 }
 
 func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {

@@ -53,7 +53,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		return out
 	}
 	cctx, cancel := context.WithTimeout(ctx, each)
-	facts, available, err := b.catalog(cctx, roles, databases, named)
+	facts, available, err := b.catalog(cctx, roles, databases, named, consumerSearchPath)
 	cancel()
 	if err != nil {
 		for _, i := range index {
@@ -66,11 +66,12 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		f := facts[k]
 		f.available = make([]string, 0, len(plans[i].extensions))
 		for _, x := range plans[i].extensions {
-			if available[x] {
+			if available[x] && b.allows(x) {
 				f.available = append(f.available, x)
 			}
 		}
 		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, ps[i].Password, plans[i].role)
+		f.wantLimit = plans[i].limit
 		facts[k] = f
 		if drift := b.drift(f); len(drift) > 0 || len(f.available) == 0 {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
@@ -86,14 +87,13 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 			defer wg.Done()
 			dctx, cancel := context.WithTimeout(ctx, each)
 			defer cancel()
-			missing, err := b.missingExtensions(dctx, plans[i].database, facts[k].available)
+			drift, err := b.inDatabase(dctx, plans[i], facts[k].available)
 			if err != nil {
 				out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
 				return
 			}
-			drift := make([]string, 0, len(missing))
-			for _, x := range missing {
-				drift = append(drift, "extension "+x+" missing")
+			if !facts[k].searchPath {
+				drift = append(drift, "search_path setting")
 			}
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 		}()
@@ -107,7 +107,10 @@ type facts struct {
 	role, database         bool // they exist
 	login, powers, expired bool
 	stored, comment        *string
-	owner, publicConnect   bool
+	limit, wantLimit       int
+	owner, open            bool     // the role owns the database; others may connect to it
+	allowed, template      bool     // datallowconn, datistemplate
+	searchPath             bool     // the role's search_path in the database is the provider's
 	verifies               bool     // the stored password was made from the minted one
 	available              []string // the extensions it names that the server has
 }
@@ -115,20 +118,24 @@ type facts struct {
 // catalog asks, in one round trip, what the server holds of each role and database, and which
 // of the named extensions it has available (listing those reads every control file, so only
 // where some are named).
-func (b *Backend) catalog(ctx context.Context, roles, databases, named []string) ([]facts, map[string]bool, error) {
+func (b *Backend) catalog(ctx context.Context, roles, databases, named []string, searchPath string) ([]facts, map[string]bool, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(`
 SELECT r.oid IS NOT NULL, d.oid IS NOT NULL,
        coalesce(r.rolcanlogin, false),
        coalesce(r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls, false),
        coalesce(r.rolvaliduntil <= now(), false),
-       r.rolpassword, pg_catalog.shobj_description(r.oid, 'pg_authid'),
+       r.rolpassword, pg_catalog.shobj_description(r.oid, 'pg_authid'), coalesce(r.rolconnlimit, -1),
        coalesce(d.datdba = r.oid, false),
-       coalesce(pg_catalog.has_database_privilege('public', d.oid, 'CONNECT'), false)
+       coalesce(EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
+                        WHERE a.privilege_type = 'CONNECT' AND a.grantee <> d.datdba), false),
+       coalesce(d.datallowconn, false), coalesce(d.datistemplate, false),
+       coalesce((SELECT 'search_path=' || $3 = ANY(s.setconfig) FROM pg_catalog.pg_db_role_setting s
+                 WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false)
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)
 LEFT JOIN pg_catalog.pg_authid r ON r.rolname = w.role
 LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
-ORDER BY w.i`, roles, databases)
+ORDER BY w.i`, roles, databases, searchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}
@@ -141,7 +148,7 @@ ORDER BY w.i`, roles, databases)
 	out := make([]facts, 0, len(roles))
 	var f facts
 	_, err = pgx.ForEachRow(rows, []any{&f.role, &f.database, &f.login, &f.powers, &f.expired, &f.stored, &f.comment,
-		&f.owner, &f.publicConnect}, func() error {
+		&f.limit, &f.owner, &f.open, &f.allowed, &f.template, &f.searchPath}, func() error {
 		out = append(out, f)
 		return nil
 	})
@@ -189,39 +196,58 @@ func (b *Backend) drift(f facts) []string {
 	if !f.verifies {
 		d = append(d, "password")
 	}
-	switch {
-	case !f.database:
-		d = append(d, "database missing")
-	case !f.owner:
+	if f.limit != f.wantLimit {
+		d = append(d, "connection limit")
+	}
+	if !f.database {
+		return append(d, "database missing")
+	}
+	if !f.owner {
 		d = append(d, "owner")
 	}
-	if f.publicConnect {
-		d = append(d, "PUBLIC can connect")
+	if f.open {
+		d = append(d, "open to others")
+	}
+	if !f.allowed {
+		d = append(d, "connections not allowed")
+	}
+	if f.template {
+		d = append(d, "a template")
 	}
 	return d
 }
 
-// missingExtensions is which of names are not installed in db, asked on a read-only
-// connection of its own.
-func (b *Backend) missingExtensions(ctx context.Context, db string, names []string) ([]string, error) {
-	conn, err := b.connectTo(ctx, db, true)
+// inDatabase is what drifted inside the consumer's database: the provider's schema (owned by a
+// superuser, the consumer's role may use it and nobody else create in it) and each of names
+// installed, asked on a read-only connection of its own.
+func (b *Backend) inDatabase(ctx context.Context, pl plan, names []string) ([]string, error) {
+	conn, err := b.connectTo(ctx, pl.database, true)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, "SELECT extname::text FROM pg_catalog.pg_extension WHERE extname = ANY($1)", names)
+	var schemaOK bool
+	var installed []string
+	err = conn.QueryRow(ctx, `
+SELECT coalesce((SELECT r.rolsuper
+                        AND pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
+                        AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
+                        AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
+                 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+                 WHERE n.nspname = $1), false),
+       ARRAY(SELECT extname::text FROM pg_catalog.pg_extension WHERE extname = ANY($3))`,
+		extensionSchema, pl.role, names).Scan(&schemaOK, &installed)
 	if err != nil {
 		return nil, err
 	}
-	installed, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
+	var drift []string
+	if !schemaOK {
+		drift = append(drift, "extensions schema")
 	}
-	var missing []string
 	for _, x := range names {
 		if !slices.Contains(installed, x) {
-			missing = append(missing, x)
+			drift = append(drift, "extension "+x+" missing")
 		}
 	}
-	return missing, nil
+	return drift, nil
 }

@@ -20,10 +20,10 @@ func TestAVerifyPassOver20000ConsumersRunsNoPBKDF2Twice(t *testing.T) {
 	const n = 20000
 	prefix := name("many")
 	verifier := postgres.Verifier("pw", []byte("0123456789abcdef"), 1)
-	e.exec("", fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+	e.exec("", "SET log_statement = none", fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
 		EXECUTE format('CREATE ROLE %%I LOGIN PASSWORD %%L', '%s_' || i, '%s'); END LOOP; END $$`, n, prefix, verifier))
 	t.Cleanup(func() {
-		e.exec("", fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP EXECUTE format('DROP ROLE %%I', '%s_' || i); END LOOP; END $$`, n, prefix))
+		e.exec("", "SET log_statement = none", fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP EXECUTE format('DROP ROLE %%I', '%s_' || i); END LOOP; END $$`, n, prefix))
 	})
 	ps := make([]ports.Provision, n)
 	for i := range ps {

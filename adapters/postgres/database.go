@@ -4,44 +4,92 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// dbFacts is what the catalog says of a consumer's database.
+type dbFacts struct {
+	exists   bool
+	owner    string
+	allowed  bool     // datallowconn
+	template bool     // datistemplate
+	open     []string // who besides the owner may connect: PUBLIC or roles granted CONNECT
+}
+
+// databaseFacts reads dbFacts for db.
+func databaseFacts(ctx context.Context, conn *pgxpool.Conn, db string) (dbFacts, error) {
+	var f dbFacts
+	err := conn.QueryRow(ctx, `
+SELECT pg_catalog.pg_get_userbyid(d.datdba), d.datallowconn, d.datistemplate,
+       ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END
+             FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
+             WHERE a.privilege_type = 'CONNECT' AND a.grantee <> d.datdba ORDER BY 1)
+FROM pg_catalog.pg_database d WHERE d.datname = $1`, db).Scan(&f.owner, &f.allowed, &f.template, &f.open)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dbFacts{}, nil
+	}
+	f.exists = err == nil
+	return f, err
+}
+
 // ensureDatabase creates the database owned by role, or checks that role owns it; a database
-// owned by another role is never handed over. PUBLIC loses CONNECT and TEMPORARY on it.
-func ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
-	owner, err := ownerOf(ctx, conn, db)
+// owned by another role is never handed over. Nobody but its owner may connect to it, not even
+// for a moment: it is created not accepting connections, PUBLIC loses CONNECT and TEMPORARY,
+// and only then are connections allowed. Where others could connect, they can no longer, and
+// their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
+// which anyone allowed to create databases could copy.
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
+	f, err := databaseFacts(ctx, conn, db)
 	if err != nil {
 		return err
 	}
-	if owner == "" {
-		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role))
+	if !f.exists {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role)+" ALLOW_CONNECTIONS false")
 		if pgCode(err) == duplicateDatabase {
-			// Made by someone else since we looked; whose it is decides.
-			owner, err = ownerOf(ctx, conn, db)
+			err = nil // made by someone else since we looked; whose it is decides
 		}
 		if err != nil {
 			return err
 		}
-		if owner == "" {
-			owner = role
+		if f, err = databaseFacts(ctx, conn, db); err != nil {
+			return err
 		}
 	}
-	if owner != role {
-		return fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", owner, role)
+	if f.owner != role {
+		return fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role)
 	}
-	_, err = conn.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+ident(db)+" FROM PUBLIC")
-	return err
-}
-
-// ownerOf is the name of db's owner, or "" where there is no such database.
-func ownerOf(ctx context.Context, conn *pgxpool.Conn, db string) (string, error) {
-	var owner string
-	err := conn.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", db).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
+	if len(f.open) > 0 {
+		// PUBLIC's default rights include CONNECT and TEMPORARY; others are revoked as found.
+		_, err := conn.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+ident(db)+" FROM PUBLIC")
+		if err != nil {
+			return err
+		}
+		for _, grantee := range f.open {
+			if grantee == "PUBLIC" {
+				continue
+			}
+			if _, err := conn.Exec(ctx, "REVOKE CONNECT ON DATABASE "+ident(db)+" FROM "+ident(grantee)); err != nil {
+				return err
+			}
+		}
+		var ended int
+		err = conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()`, db, role).Scan(&ended)
+		if err != nil {
+			return fmt.Errorf("end the sessions of others: %w", err)
+		}
+		if ended > 0 {
+			b.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
+				role, db, f.open, ended)
+		}
 	}
-	return owner, err
+	if !f.allowed || f.template {
+		_, err := conn.Exec(ctx, "ALTER DATABASE "+ident(db)+" WITH ALLOW_CONNECTIONS true IS_TEMPLATE false")
+		return err
+	}
+	return nil
 }

@@ -2,61 +2,196 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ensureExtensions creates, in the consumer's database and as the provider, each named
-// extension the server has available, with what it depends on. One the server lacks is said
-// and skipped.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl plan) error {
+// The consumer owns its database, and so its public schema: whatever the provider runs there
+// as a superuser must not resolve a name to an object the consumer made. Extensions therefore
+// go into a schema of the provider's, which the consumer may use but not create in, and their
+// scripts run with that schema (and the catalog) as their search path. The consumer's role has
+// the schema on its search path in its database, so that `vector` resolves unqualified.
+
+// extensionSchema is the schema the provider creates extensions in, in each consumer's database.
+const extensionSchema = "extensions"
+
+// consumerSearchPath is the consumer's role's search_path in its database: its own schema and
+// public first, as PostgreSQL's default, then the extensions.
+const consumerSearchPath = `"$user", public, ` + extensionSchema
+
+// saidOnce remembers, per consumer and subject, what was last said of it, so that a thing is
+// said once until it changes. It is safe for concurrent use.
+type saidOnce struct {
+	mu   sync.Mutex
+	said map[string]string
+}
+
+// first reports whether text is not what was last said of key, and remembers it.
+func (s *saidOnce) first(key, text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.said == nil {
+		s.said = map[string]string{}
+	}
+	if s.said[key] == text {
+		return false
+	}
+	s.said[key] = text
+	return true
+}
+
+// clear forgets what was said of key: said again should it come back.
+func (s *saidOnce) clear(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.said, key)
+}
+
+// allows is whether consumers may have the extension name (--allow-extensions).
+func (b *Backend) allows(name string) bool { return b.allowed == nil || slices.Contains(b.allowed, name) }
+
+// extension is what the server has of an extension a consumer names.
+type extension struct {
+	name string
+	// schema is the schema its control file fixes, "" where it is relocatable or leaves it to
+	// CREATE EXTENSION.
+	schema string
+}
+
+// wanted answers which of pl's extensions are to be created, and says, once per consumer and
+// extension until that changes, those that are not: not allowed here (--allow-extensions), or
+// not available on this server.
+func (b *Backend) wanted(ctx context.Context, q querier, pl plan) ([]extension, error) {
 	if len(pl.extensions) == 0 {
-		return nil
+		return nil, nil
 	}
-	available, err := availableOf(ctx, conn, pl.extensions)
+	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(v.schema::text, '')
+FROM pg_catalog.pg_available_extensions e
+LEFT JOIN pg_catalog.pg_available_extension_versions v ON v.name = e.name AND v.version = e.default_version
+WHERE e.name = ANY($1)`, pl.extensions)
 	if err != nil {
-		return fmt.Errorf("list available extensions: %w", err)
+		return nil, fmt.Errorf("list available extensions: %w", err)
 	}
+	var have []extension
+	var x extension
+	if _, err := pgx.ForEachRow(rows, []any{&x.name, &x.schema}, func() error { have = append(have, x); return nil }); err != nil {
+		return nil, fmt.Errorf("list available extensions: %w", err)
+	}
+	var out []extension
 	for _, name := range pl.extensions {
-		if !available[name] {
-			b.say(slog.LevelWarn, pl.role, "%s: extension %s is not available on this server; skipped", pl.role, name)
+		key := pl.role + "/" + name
+		i := slices.IndexFunc(have, func(e extension) bool { return e.name == name })
+		switch {
+		case !b.allows(name):
+			if b.said.first(key, "refused") {
+				b.say(slog.LevelWarn, pl.role, "%s: extension %s is not allowed on this server (--allow-extensions); skipped", pl.role, name)
+			}
+		case i < 0:
+			if b.said.first(key, "unavailable") {
+				b.say(slog.LevelWarn, pl.role, "%s: extension %s is not available on this server; skipped", pl.role, name)
+			}
+		default:
+			b.said.clear(key)
+			out = append(out, have[i])
 		}
 	}
-	if len(available) == 0 {
-		return nil
+	return out, nil
+}
+
+// ensureExtensions creates, in the consumer's database and as the provider, each extension it
+// names that is wanted, with what it depends on, in the provider's schema (or the one its
+// control file fixes, where that is not one the consumer can write), and gives the consumer's
+// role that schema on its search path there. An extension already installed stays where it
+// is; one the consumer can tamper with because it is in public is said once.
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl plan) error {
+	want, err := b.wanted(ctx, conn, pl)
+	if err != nil || len(want) == 0 {
+		return err
 	}
 	db, err := b.connectTo(ctx, pl.database, false)
 	if err != nil {
 		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	for _, name := range pl.extensions {
-		if !available[name] {
+	if err := ensureSchema(ctx, db.Conn, pl.role); err != nil {
+		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
+	}
+	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
+	if err != nil {
+		return fmt.Errorf("list extensions in %s: %w", pl.database, err)
+	}
+	installed := map[string]string{}
+	var name, schema string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &schema}, func() error { installed[name] = schema; return nil }); err != nil {
+		return fmt.Errorf("list extensions in %s: %w", pl.database, err)
+	}
+	for _, x := range want {
+		if in, ok := installed[x.name]; ok {
+			if in == "public" && b.said.first(pl.role+"/"+x.name+"/public", "public") {
+				b.say(slog.LevelWarn, pl.role, "%s: extension %s is installed in schema public of %s, where the consumer can write; "+
+					"it stays there (drop it to have it made again in %s)", pl.role, x.name, pl.database, extensionSchema)
+			}
 			continue
 		}
-		if _, err := db.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+ident(name)+" CASCADE"); err != nil {
-			return fmt.Errorf("create extension %s in %s: %w", name, pl.database, err)
+		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + " CASCADE"
+		if x.schema != "" {
+			if x.schema != "pg_catalog" && x.schema != extensionSchema {
+				return fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
+					"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
+					x.name, pl.database, x.schema)
+			}
+			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " CASCADE"
+		}
+		if _, err := db.Exec(ctx, statement); err != nil {
+			return fmt.Errorf("create extension %s in %s: %w", x.name, pl.database, err)
 		}
 	}
-	return nil
+	return ensureSearchPath(ctx, conn, pl)
 }
 
-// availableOf is which of names the server has available.
-func availableOf(ctx context.Context, q querier, names []string) (map[string]bool, error) {
-	rows, err := q.Query(ctx, "SELECT name FROM pg_available_extensions WHERE name = ANY($1)", names)
-	if err != nil {
-		return nil, err
+// ensureSchema makes the provider's schema in the connected database, or checks that a
+// superuser owns the one there: a schema of that name the consumer made first is its own to
+// create objects in, and is refused. The consumer's role may use it, and nobody but its owner
+// create in it.
+func ensureSchema(ctx context.Context, db *pgx.Conn, role string) error {
+	var owner *string
+	var super bool
+	err := db.QueryRow(ctx, `SELECT pg_catalog.pg_get_userbyid(n.nspowner), r.rolsuper FROM pg_catalog.pg_namespace n
+JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensionSchema).Scan(&owner, &super)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := db.Exec(ctx, "CREATE SCHEMA "+ident(extensionSchema)); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case !super:
+		return fmt.Errorf("schema %s exists and is owned by %s, not by a superuser: extensions are not created where "+
+			"others may create objects", extensionSchema, *owner)
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
+	_, err = db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
+		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
+		"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role))
+	return err
+}
+
+// ensureSearchPath sets the consumer's role's search_path in its database, where it is not
+// already what the provider sets.
+func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, pl plan) error {
+	var ok bool
+	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT 'search_path='||$3 = ANY(s.setconfig)
+	FROM pg_catalog.pg_db_role_setting s
+	JOIN pg_catalog.pg_roles r ON r.oid = s.setrole JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
+	WHERE r.rolname = $1 AND d.datname = $2), false)`, pl.role, pl.database, consumerSearchPath).Scan(&ok)
+	if err != nil || ok {
+		return err
 	}
-	out := make(map[string]bool, len(found))
-	for _, name := range found {
-		out[name] = true
-	}
-	return out, nil
+	_, err = conn.Exec(ctx, "ALTER ROLE "+ident(pl.role)+" IN DATABASE "+ident(pl.database)+" SET search_path = "+consumerSearchPath)
+	return err
 }

@@ -23,6 +23,8 @@ type plan struct {
 	database   string
 	extensions []string
 	derived    map[string]any
+	// limit is the role's CONNECTION LIMIT: derived.connection_limit, else the Backend's.
+	limit int
 }
 
 // planOf validates what p names: the login, the database (derived.database, else values.name,
@@ -42,7 +44,11 @@ func (b *Backend) planOf(p ports.Provision) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
-	return plan{role: p.As, database: db, extensions: exts, derived: p.Derived}, nil
+	limit, err := limitOf(p.Derived, b.limit)
+	if err != nil {
+		return plan{}, err
+	}
+	return plan{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit}, nil
 }
 
 // databaseOf names the consumer's database: derived.database wins over values.name; where
@@ -66,6 +72,20 @@ func databaseOf(as string, values, derived map[string]any) (string, error) {
 		}
 	}
 	return as, nil
+}
+
+// limitOf reads derived.connection_limit: a whole number of connections, -1 for none; where it
+// is not named, otherwise.
+func limitOf(derived map[string]any, otherwise int) (int, error) {
+	v, ok := derived["connection_limit"]
+	if !ok || v == nil {
+		return otherwise, nil
+	}
+	n, isNumber := v.(float64)
+	if !isNumber || n != float64(int(n)) || n < -1 || n > 1<<20 {
+		return 0, fmt.Errorf("derived.connection_limit is %v, not a whole number of connections (-1 for no limit)", v)
+	}
+	return int(n), nil
 }
 
 // extensionsOf reads values.extensions: a list of extension names, each checked.

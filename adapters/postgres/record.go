@@ -113,9 +113,10 @@ type roleFacts struct {
 	// "a member of admins", ...
 	powers  []string
 	comment *string
-	// asMade is whether the role already is what Create makes of it, but its password: LOGIN,
-	// no powers, valid for ever.
+	// asMade is whether the role already is what Create makes of it, but its password and
+	// connection limit: LOGIN, no powers, valid for ever.
 	asMade bool
+	limit  int
 	// stored is the role's password verifier.
 	stored *string
 }
@@ -140,10 +141,10 @@ SELECT r.oid IS NOT NULL,
        pg_catalog.shobj_description(r.oid, 'pg_authid'),
        coalesce(r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls)
                 AND r.rolvaliduntil = 'infinity', false),
-       a.rolpassword
+       a.rolpassword, coalesce(r.rolconnlimit, -1)
 FROM (VALUES (1)) AS one (x)
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $1
-LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role).Scan(&f.exists, &f.powers, &f.comment, &f.asMade, &f.stored)
+LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role).Scan(&f.exists, &f.powers, &f.comment, &f.asMade, &f.stored, &f.limit)
 	return f, err
 }
 

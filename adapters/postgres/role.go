@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -21,11 +22,19 @@ import (
 // differs. It answers whether the role was adopted.
 func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, password string) (adopted bool, err error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// Local to this transaction (is_local true); pg_stat_statements' setting is a placeholder
-		// where the extension is not loaded.
+		// Local to this transaction (is_local true), and a statement of its own before the one
+		// with the verifier: the server reports a statement to pg_stat_activity (and so to a
+		// deadlock report) as it starts it. pg_stat_statements' setting is a placeholder where
+		// the extension is not loaded.
 		_, err := tx.Exec(ctx, `SELECT set_config('log_statement', 'none', true),
        set_config('log_min_error_statement', 'panic', true),
        set_config('log_min_duration_statement', '-1', true),
+       set_config('log_min_duration_sample', '-1', true),
+       set_config('log_statement_sample_rate', '0', true),
+       set_config('track_activities', 'off', true),
+       set_config('debug_print_parse', 'off', true),
+       set_config('debug_print_rewritten', 'off', true),
+       set_config('debug_print_plan', 'off', true),
        set_config('pg_stat_statements.track_utility', 'off', true)`)
 		if err != nil {
 			return err
@@ -51,7 +60,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 			}
 		}
 		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
-		if !f.exists || !f.asMade || !verifies {
+		if !f.exists || !f.asMade || f.limit != pl.limit || !verifies {
 			verb, secret := "ALTER", ""
 			if !f.exists {
 				verb = "CREATE"
@@ -64,7 +73,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 				secret = " PASSWORD " + literal(verifier)
 			}
 			_, err = tx.Exec(ctx, verb+" ROLE "+ident(pl.role)+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"+
-				" NOREPLICATION NOBYPASSRLS VALID UNTIL 'infinity'"+secret)
+				" NOREPLICATION NOBYPASSRLS VALID UNTIL 'infinity' CONNECTION LIMIT "+strconv.Itoa(pl.limit)+secret)
 			if err != nil {
 				return err
 			}
