@@ -54,7 +54,9 @@ func (s *saidOnce) clear(key string) {
 }
 
 // allows is whether consumers may have the extension name (--allow-extensions).
-func (b *Backend) allows(name string) bool { return b.allowed == nil || slices.Contains(b.allowed, name) }
+func (b *Backend) allows(name string) bool {
+	return b.allowed == nil || slices.Contains(b.allowed, name)
+}
 
 // extension is what the server has of an extension a consumer names.
 type extension struct {

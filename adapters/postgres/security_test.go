@@ -270,7 +270,7 @@ func TestADeadlockReportDoesNotCarryTheVerifier(t *testing.T) {
 	_ = tx.Rollback(ctx)
 	raw, err := e.srv.Local.Log()
 	is.NoErr(err)
-	log := string(raw[from:]) // what this test made the server say
+	log := string(raw[from:])                           // what this test made the server say
 	is.True(strings.Contains(log, "deadlock detected")) // reported in the log
 	is.True(!strings.Contains(log, "SCRAM-SHA-256$"))   // without the verifier
 	is.True(!strings.Contains(log, rotated.Password))
