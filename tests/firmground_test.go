@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,4 +117,20 @@ func TestAMassWithdrawalIsHeldAndCounted(t *testing.T) {
 	eventually(t, "withdrawn after six times the settle", func() bool { return !cs[7].logsIn(t, url) })
 	is.Equal(p.count("WITHDRAWAL HELD: "), 1) // said once
 	eventually(t, "nothing held", func() bool { return p.metric(`provisioner_withdrawals_held`) == 0 })
+}
+
+func TestAFIFOSecretBlocksNothing(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	fifo := consumer{as: name("fifo"), password: randomHex(8)}
+	ok := consumer{as: name("ok"), password: randomHex(8)}
+	m.give(fifo, ok)
+	m.remove(m.secret(fifo.as))
+	is.NoErr(syscall.Mkfifo(m.secret(fifo.as), 0o600)) // a FIFO nobody writes
+	p := start(t, nil, daemonArgs(m, url)...)
+	eventually(t, "the other consumer converges", func() bool { return ok.logsIn(t, url) })
+	is.True(p.count(fifo.as+": secret not readable yet") >= 1)
+	is.True(strings.Contains(p.stderr.String(), "is not a regular file but a named pipe"))
+	is.Equal(p.stop(), 0) // and SIGTERM stops it
 }
