@@ -130,7 +130,8 @@ func TestAFIFOSecretBlocksNothing(t *testing.T) {
 	is.NoErr(syscall.Mkfifo(m.secret(fifo.as), 0o600)) // a FIFO nobody writes
 	p := start(t, nil, daemonArgs(m, url)...)
 	eventually(t, "the other consumer converges", func() bool { return ok.logsIn(t, url) })
-	is.True(p.count(fifo.as+": secret not readable yet") >= 1)
-	is.True(strings.Contains(p.stderr.String(), "is not a regular file but a named pipe"))
+	eventually(t, "the FIFO said", func() bool {
+		return p.count(fifo.as+": secret not readable yet") >= 1 && strings.Contains(p.stderr.String(), "is not a regular file but a named pipe")
+	})
 	is.Equal(p.stop(), 0) // and SIGTERM stops it
 }
