@@ -268,11 +268,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 	for _, it := range items {
 		as := it.g.As
 		switch {
-		case it.unreadable != nil:
-			h.secretUnreadable(it.g, it.unreadable)
-			h.setState(as, StateWaitingForSecret, "")
-		case it.refused != nil:
-			h.setState(as, StateFailing, h.secretRefused(it.g, it.refused))
+		case h.settleSecret(it):
 		case it.act == nothing:
 			h.setState(as, h.state(as), "")
 		case it.act == create:
@@ -398,19 +394,27 @@ func (h *Harness) createFailed(as string, err error) string {
 // have been asked about are unchecked; those whose secrets cannot be used are said as always.
 func (h *Harness) settleUnchecked(items []*item, r *Report) {
 	for _, it := range items {
-		as := it.g.As
-		switch {
-		case it.unreadable != nil:
-			h.secretUnreadable(it.g, it.unreadable)
-			h.setState(as, StateWaitingForSecret, "")
-		case it.refused != nil:
-			h.setState(as, StateFailing, h.secretRefused(it.g, it.refused))
-		default:
+		if !h.settleSecret(it) {
 			r.Unchecked++
-			h.setState(as, h.stateOrUnchecked(as), r.ServerProblem)
+			h.setState(it.g.As, h.stateOrUnchecked(it.g.As), r.ServerProblem)
 		}
 	}
 	r.Consumers, r.Status = h.views(items)
+}
+
+// settleSecret records and says a consumer whose secret cannot be used, and reports whether
+// that was so.
+func (h *Harness) settleSecret(it *item) bool {
+	switch {
+	case it.unreadable != nil:
+		h.secretUnreadable(it.g, it.unreadable)
+		h.setState(it.g.As, StateWaitingForSecret, "")
+	case it.refused != nil:
+		h.setState(it.g.As, StateFailing, h.secretRefused(it.g, it.refused))
+	default:
+		return false
+	}
+	return true
 }
 
 // forget drops what the loop counted for consumers that left the file. What was applied stays
