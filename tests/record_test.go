@@ -83,12 +83,7 @@ func TestAConsumerRemovedAfterAKillInTheMiddleOfAPassIsWithdrawn(t *testing.T) {
 
 func TestNothingIsWithdrawnUntilTheRecordCanBeRead(t *testing.T) {
 	is := is.New(t)
-	if !pgserver.Available() {
-		t.Skip("stopping and starting a server needs one of our own, and this machine has no server binaries")
-	}
-	dir := serverDir(t)
-	srv, err := pgserver.Start(pgserver.Options{Dir: dir + "/pg"})
-	is.NoErr(err)
+	srv := ownServer(t, "stopping and starting a server", nil)
 	url, port := srv.URL, srv.Port
 	m := newMesh(t)
 	stays := consumer{as: name("stays"), password: randomHex(8)}
@@ -105,7 +100,7 @@ func TestNothingIsWithdrawnUntilTheRecordCanBeRead(t *testing.T) {
 	is.Equal(p.count("withdrawing"), 0) // nothing read is nobody withdrawn
 	is.Equal(p.count("cannot be reached"), 1)
 
-	srv, err = pgserver.Start(pgserver.Options{Dir: dir + "/pg", Port: port})
+	srv, err := pgserver.Start(pgserver.Options{Dir: srv.Dir, Port: port})
 	is.NoErr(err)
 	defer srv.Stop()
 	eventually(t, "leaves withdrawn once the record is read", func() bool { _, login := roleLeft(t, url, leaves.as); return !login })
@@ -162,12 +157,7 @@ func writes(t *testing.T, srv *pgserver.Server, from int) (int, int) {
 
 func TestARestartOverConvergedConsumersWritesNothing(t *testing.T) {
 	is := is.New(t)
-	if !pgserver.Available() {
-		t.Skip("counting statements needs a server of our own, and this machine has no server binaries")
-	}
-	srv, err := pgserver.Start(pgserver.Options{Dir: serverDir(t) + "/pg", Settings: map[string]string{"log_statement": "ddl"}})
-	is.NoErr(err)
-	defer srv.Stop()
+	srv := ownServer(t, "counting statements", map[string]string{"log_statement": "ddl"})
 	m := newMesh(t)
 	var cs []consumer
 	for range 20 {

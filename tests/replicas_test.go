@@ -19,14 +19,8 @@ import (
 // millisecond) and the application_name of its session: which replica said it.
 func replicaServer(t *testing.T) *pgserver.Server {
 	t.Helper()
-	if !pgserver.Available() {
-		t.Skip("the replica tests read a server's log, and this machine has no server binaries")
-	}
-	srv, err := pgserver.Start(pgserver.Options{Dir: serverDir(t) + "/pg", Settings: map[string]string{
-		"log_statement": "all", "log_line_prefix": "%m [%p] {%a} "}})
-	is.New(t).NoErr(err)
-	t.Cleanup(func() { _ = srv.Stop() })
-	return srv
+	return ownServer(t, "reading who said what in a server's log", map[string]string{
+		"log_statement": "all", "log_line_prefix": "%m [%p] {%a} "})
 }
 
 // statement is one statement the server logged.

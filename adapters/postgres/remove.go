@@ -15,25 +15,11 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any) error {
-	if err := b.checkName("login", as); err != nil {
-		return err
-	}
-	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		exists, err := b.withdrawLogin(ctx, conn, as)
-		if err != nil || !exists {
-			return err
-		}
-		return endSessions(ctx, conn, as)
-	})
+	return b.withdrawn(ctx, as, func(context.Context, *pgxpool.Conn) error { return nil })
 }
 
-// Drop removes everything of the login as, in an order that finishes: the login first (so
-// nobody works on while it goes), then every database the role owns, then what it still owns
-// or was granted in every other database (DROP OWNED, in each), then the role, and its record
-// with it. Objects the consumer made elsewhere are dropped, not handed to the provider: a
-// function of the consumer's owned by a superuser would run as one. A role that is gone is no
-// error; one the record does not give this provider is refused and left as it is.
-func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
+// withdrawn withdraws the login as, under its lock, and where the role exists, then runs then.
+func (b *Backend) withdrawn(ctx context.Context, as string, then func(context.Context, *pgxpool.Conn) error) error {
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
@@ -45,6 +31,18 @@ func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) e
 		if err := endSessions(ctx, conn, as); err != nil {
 			return err
 		}
+		return then(ctx, conn)
+	})
+}
+
+// Drop removes everything of the login as, in an order that finishes: the login first (so
+// nobody works on while it goes), then every database the role owns, then what it still owns
+// or was granted in every other database (DROP OWNED, in each), then the role, and its record
+// with it. Objects the consumer made elsewhere are dropped, not handed to the provider: a
+// function of the consumer's owned by a superuser would run as one. A role that is gone is no
+// error; one the record does not give this provider is refused and left as it is.
+func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
+	return b.withdrawn(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
 		owned, err := collect(ctx, conn, `SELECT datname::text FROM pg_catalog.pg_database
 WHERE datdba = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1) ORDER BY 1`, as)
 		if err != nil {
