@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +63,12 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		return out
 	}
+	// The stored verifiers, checked on every core: a process that has not checked them before
+	// (a start, a take-over) runs PBKDF2 once for each.
+	workOn(len(index), runtime.GOMAXPROCS(0), func(k int) {
+		i := index[k]
+		facts[k].verifies = facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, plans[i].role)
+	})
 	var deep []int // the consumers whose databases must be looked into
 	for k, i := range index {
 		f := facts[k]
@@ -70,7 +78,6 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				f.available = append(f.available, x)
 			}
 		}
-		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, ps[i].Password, plans[i].role)
 		f.wantLimit = plans[i].limit
 		facts[k] = f
 		if drift := b.drift(f); len(drift) > 0 || len(f.available) == 0 {
@@ -100,6 +107,22 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	}
 	wg.Wait()
 	return out
+}
+
+// workOn calls fn(0) ... fn(n-1) on at most workers goroutines, and returns when all have.
+func workOn(n, workers int, fn func(int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1)) - 1; k < n; k = int(next.Add(1)) - 1 {
+				fn(k)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // facts are what the catalog says of one consumer's role and database.
