@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,16 +16,17 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any) error {
-	return b.withdrawn(ctx, as, func(context.Context, *pgxpool.Conn) error { return nil })
+	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn) error { return nil })
 }
 
-// withdrawn withdraws the login as, under its lock, and where the role exists, then runs then.
-func (b *Backend) withdrawn(ctx context.Context, as string, then func(context.Context, *pgxpool.Conn) error) error {
+// withdrawn withdraws the login as, under its lock (marking its record withdrawn where mark
+// says so), and where the role exists, then runs then.
+func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func(context.Context, *pgxpool.Conn) error) error {
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
 	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		exists, err := b.withdrawLogin(ctx, conn, as)
+		exists, err := b.withdrawLogin(ctx, conn, as, mark)
 		if err != nil || !exists {
 			return err
 		}
@@ -42,34 +44,42 @@ func (b *Backend) withdrawn(ctx context.Context, as string, then func(context.Co
 // function of the consumer's owned by a superuser would run as one. A role that is gone is no
 // error; one the record does not give this provider is refused and left as it is.
 func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
-	return b.withdrawn(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		owned, err := collect(ctx, conn, `SELECT datname::text FROM pg_catalog.pg_database
-WHERE datdba = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1) ORDER BY 1`, as)
+	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
+	// next pass withdraws, and drops, again.
+	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn) error {
+		// In one round trip: the databases the role owns, the others it holds something in,
+		// and whether it holds anything here or on shared objects besides its databases
+		// (grants on a database, a tablespace), which DROP OWNED here takes away.
+		var owned, others []string
+		var here bool
+		err := conn.QueryRow(ctx, `WITH r AS (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1),
+deps AS (SELECT s.* FROM pg_catalog.pg_shdepend s, r
+         WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND s.refobjid = r.oid)
+SELECT ARRAY(SELECT datname::text FROM pg_catalog.pg_database, r WHERE datdba = r.oid ORDER BY 1),
+       ARRAY(SELECT DISTINCT d.datname::text FROM deps JOIN pg_catalog.pg_database d ON d.oid = deps.dbid
+             WHERE d.datname <> current_database() ORDER BY 1),
+       EXISTS (SELECT 1 FROM deps WHERE deps.dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+               OR (deps.dbid = 0 AND NOT (deps.classid = 'pg_catalog.pg_database'::pg_catalog.regclass AND deps.deptype = 'o')))`,
+			as).Scan(&owned, &others, &here)
 		if err != nil {
-			return fmt.Errorf("list databases of %s: %w", as, err)
+			return fmt.Errorf("list what %s holds: %w", as, err)
 		}
 		for _, db := range owned {
 			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
-		// What the role owns or was granted in databases that are not its own; the provider's
-		// own database last, where DROP OWNED also revokes grants on shared objects.
-		others, err := collect(ctx, conn, `SELECT DISTINCT d.datname::text FROM pg_catalog.pg_shdepend s
-JOIN pg_catalog.pg_database d ON d.oid = s.dbid
-WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass
-  AND s.refobjid = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)
-  AND d.datname <> current_database() ORDER BY 1`, as)
-		if err != nil {
-			return fmt.Errorf("list what %s holds elsewhere: %w", as, err)
-		}
 		for _, db := range others {
-			if err := b.dropOwnedIn(ctx, db, as); err != nil {
-				return err
+			if !slices.Contains(owned, db) {
+				if err := b.dropOwnedIn(ctx, db, as); err != nil {
+					return err
+				}
 			}
 		}
-		if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(as)); err != nil {
-			return fmt.Errorf("drop what %s owns: %w", as, err)
+		if here {
+			if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(as)); err != nil {
+				return fmt.Errorf("drop what %s owns: %w", as, err)
+			}
 		}
 		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(as)); err != nil {
 			return fmt.Errorf("drop role %s: %w", as, err)
@@ -79,9 +89,10 @@ WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass
 	})
 }
 
-// withdrawLogin takes LOGIN from the role and marks its record withdrawn, in one transaction.
+// withdrawLogin takes LOGIN from the role and, where mark says so, marks its record withdrawn,
+// in one transaction.
 // It answers whether the role exists.
-func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string) (bool, error) {
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark bool) (bool, error) {
 	var exists bool
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		f, err := factsOf(ctx, tx, as)
@@ -99,7 +110,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		if _, err := tx.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN"); err != nil {
 			return err
 		}
-		if r.State == withdrawn && r.Since != nil {
+		if !mark || r.State == withdrawn && r.Since != nil {
 			return nil
 		}
 		now := time.Now().UTC().Truncate(time.Second)
