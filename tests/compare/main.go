@@ -96,7 +96,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.bin, "bin", "bin/provisioner", "the provisioner binary (built without -race)")
 	fs.StringVar(&o.out, "out", "", "also write the results as markdown to this file")
 	wl := fs.String("workloads", strings.Join(allWorkloads, ","), "which workloads, comma-separated")
-	fs.BoolVar(&o.statements, "statements", false, "log every statement and connection and count them per consumer "+
+	fs.BoolVar(&o.statements, "statements", false, "log every statement with its duration and every connection, and count them per consumer "+
 		"(slows both sides: for where the time goes, not for the ratios)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "the longest one run or one wait may take")
 	if err := fs.Parse(args); err != nil {
@@ -152,10 +152,9 @@ func compare(ctx context.Context, opts options) error {
 	if _, err := os.Stat(opts.bin); err != nil {
 		return fmt.Errorf("the provisioner binary: %w (make build)", err)
 	}
-	settings := map[string]string{}
+	var settings map[string]string
 	if opts.statements {
-		settings["log_statement"] = "all"
-		settings["log_connections"] = "on"
+		settings = statementSettings
 	}
 	fmt.Println("compare: starting a throwaway PostgreSQL ...")
 	srv, err := pgserver.Start(pgserver.Options{Settings: settings})
@@ -185,6 +184,9 @@ func compare(ctx context.Context, opts options) error {
 		return err
 	}
 	fmt.Println(header)
+	if err := b.warmUp(ctx); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
 
 	for _, w := range []struct {
 		name string
@@ -236,7 +238,44 @@ func (b *bench) header(ctx context.Context) (string, error) {
 		"%d CPUs, load average %s at start; the provisioner with --parallel %d (its default is %d).",
 		b.opts.n, b.opts.rounds, version, runtime.NumCPU(), strings.Join(fields, " "), b.opts.parallel, app.DefaultParallel)
 	if b.opts.statements {
-		s += "\n\n-statements: every statement and connection logged; the times are slowed by it."
+		s += "\n\n-statements: every statement logged with its duration, and every connection; the times are slowed by it."
 	}
 	return s, nil
+}
+
+// warmUp creates and drops a few consumers each way, not timed: a new server's first creates
+// are slower (its caches, and the machine's memory the page cache first touches), and would
+// otherwise all fall to whichever side runs first.
+func (b *bench) warmUp(ctx context.Context) error {
+	n := min(b.opts.n, 50)
+	m, err := b.newMesh("cmp-warm-up")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	raw, err := b.consumers("u", n)
+	if err != nil {
+		return err
+	}
+	if err := b.rawCreate(ctx, raw, extension, 2); err != nil {
+		return err
+	}
+	if err := b.cleanup(ctx, names(raw)); err != nil {
+		return err
+	}
+	prov, err := b.consumers("u", n)
+	if err != nil {
+		return err
+	}
+	if err := m.give(prov, extension); err != nil {
+		return err
+	}
+	if _, err := b.once(ctx, m, b.opts.parallel); err != nil {
+		return err
+	}
+	if err := b.cleanup(ctx, names(prov)); err != nil {
+		return err
+	}
+	fmt.Printf("compare: warmed up in %s (%d consumers with %s made and dropped each way, not timed)\n", dur(time.Since(start)), n, extension)
+	return nil
 }

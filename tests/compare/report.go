@@ -54,12 +54,14 @@ func (b *bench) report() string {
 	}
 	if len(b.counts) > 0 {
 		fmt.Fprintf(&out, "## Statements and connections per consumer (first main round; the provisioner's role "+
-			"transaction turns statement logging off, so its statements after the first are not counted)\n\n%s\n",
+			"transaction, BEGIN excepted, turns the server's statement logging off, so it is neither counted nor timed here)\n\n%s\n",
 			b.countTable().markdown())
 		for _, c := range b.counts {
-			kinds := &table{head: []string{"statement", "per consumer"}}
+			kinds := &table{head: []string{"statement (by server time)", "per consumer", "server time per consumer"}}
 			for _, k := range c.topKinds() {
-				kinds.add("`"+strings.ReplaceAll(k, "|", `\|`)+"`", fmt.Sprintf("%.2f", float64(c.kinds[k])/float64(c.n)))
+				kc := c.kinds[k]
+				kinds.add("`"+strings.ReplaceAll(k, "|", `\|`)+"`", fmt.Sprintf("%.2f", float64(kc.n)/float64(c.n)),
+					dur(kc.took/time.Duration(c.n)))
 			}
 			fmt.Fprintf(&out, "### %s, %s\n\n%s\n", c.workload, c.side, kinds.markdown())
 		}
@@ -98,9 +100,9 @@ func (b *bench) sweepTable() *table {
 }
 
 func (b *bench) countTable() *table {
-	t := &table{head: []string{"workload", "side", "statements logged", "connections"}}
+	t := &table{head: []string{"workload", "side", "statements logged", "their server time", "connections"}}
 	for _, c := range b.counts {
-		t.add(c.workload, c.side, fmt.Sprintf("%.2f", float64(c.statements)/float64(c.n)),
+		t.add(c.workload, c.side, fmt.Sprintf("%.2f", float64(c.statements)/float64(c.n)), dur(c.took/time.Duration(c.n)),
 			fmt.Sprintf("%.3f", float64(c.connections)/float64(c.n)))
 	}
 	return t

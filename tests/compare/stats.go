@@ -37,22 +37,34 @@ func machineCPU() time.Duration {
 }
 
 // statementCount is what one timed run sent the server, from its log (-statements): the
-// statements logged and the connections authorised, and the statements by kind.
+// statements logged with the server's time for each, and the connections authorised.
 type statementCount struct {
 	workload, side string
 	n              int
 	statements     int
+	took           time.Duration
 	connections    int
-	kinds          map[string]int
+	kinds          map[string]*kindCount
+}
+
+// kindCount is one kind of statement: how many ran, and the server's time for them (parse,
+// bind and execute).
+type kindCount struct {
+	n    int
+	took time.Duration
 }
 
 var (
-	logStatement  = regexp.MustCompile(`LOG:  (?:statement|execute [^:]*): ?(.*)$`)
+	logDuration   = regexp.MustCompile(`LOG:  duration: ([0-9.]+) ms  (statement|parse|bind|execute)[^:]*: ?(.*)$`)
 	logConnection = regexp.MustCompile(`LOG:  connection authorized:`)
 	quotedIdent   = regexp.MustCompile(`"[^"]*"`)
 	quotedString  = regexp.MustCompile(`'(?:[^']|'')*'`)
 	spaces        = regexp.MustCompile(`\s+`)
 )
+
+// statementSettings make the server log every statement with its duration, and every
+// connection. The provisioner's role transaction turns that logging off for itself, by design.
+var statementSettings = map[string]string{"log_min_duration_statement": "0", "log_connections": "on"}
 
 // counted runs fn and, with -statements and count set, counts what the server logged meanwhile.
 func (b *bench) counted(wl, side string, n int, count bool, fn func() (measure, error)) (measure, error) {
@@ -85,7 +97,7 @@ func fileSize(path string) int64 {
 // countLog counts the statements and connections logged from offset on. A statement's kind is
 // its first line with names and string constants blanked (no password is ever shown).
 func countLog(path string, offset int64) (statementCount, error) {
-	c := statementCount{kinds: map[string]int{}}
+	c := statementCount{kinds: map[string]*kindCount{}}
 	f, err := os.Open(path)
 	if err != nil {
 		return c, err
@@ -96,30 +108,53 @@ func countLog(path string, offset int64) (statementCount, error) {
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	pending := false // a statement whose text starts on the next line
+	var pending *statementLine // a statement whose text starts on the next line
+	add := func(l statementLine, text string) {
+		k := c.kinds[kind(text)]
+		if k == nil {
+			k = &kindCount{}
+			c.kinds[kind(text)] = k
+		}
+		k.took += l.took
+		c.took += l.took
+		if l.counts {
+			k.n++
+			c.statements++
+		}
+	}
 	for sc.Scan() {
 		line := sc.Text()
-		if pending {
-			pending = false
+		if pending != nil {
+			l := *pending
+			pending = nil
 			if strings.TrimSpace(line) != "" && !strings.Contains(line, " LOG:  ") {
-				c.kinds[kind(line)]++
+				add(l, line)
 				continue
 			}
+			add(l, "(empty)")
 		}
 		if logConnection.MatchString(line) {
 			c.connections++
 			continue
 		}
-		if m := logStatement.FindStringSubmatch(line); m != nil {
-			c.statements++
-			if strings.TrimSpace(m[1]) == "" {
-				pending = true
-				continue
-			}
-			c.kinds[kind(m[1])]++
+		m := logDuration.FindStringSubmatch(line)
+		if m == nil {
+			continue
 		}
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		l := statementLine{took: time.Duration(ms * float64(time.Millisecond)), counts: m[2] == "statement" || m[2] == "execute"}
+		if strings.TrimSpace(m[3]) == "" {
+			pending = &l
+			continue
+		}
+		add(l, m[3])
 	}
 	return c, sc.Err()
+}
+
+type statementLine struct {
+	took   time.Duration
+	counts bool // a statement run (not the parse or bind of one)
 }
 
 func kind(sql string) string {
@@ -132,15 +167,15 @@ func kind(sql string) string {
 	return s
 }
 
-// topKinds are c's statement kinds, most frequent first.
+// topKinds are c's statement kinds, those that took the server longest first.
 func (c statementCount) topKinds() []string {
 	out := make([]string, 0, len(c.kinds))
 	for k := range c.kinds {
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if c.kinds[out[i]] != c.kinds[out[j]] {
-			return c.kinds[out[i]] > c.kinds[out[j]]
+		if c.kinds[out[i]].took != c.kinds[out[j]].took {
+			return c.kinds[out[i]].took > c.kinds[out[j]].took
 		}
 		return out[i] < out[j]
 	})
