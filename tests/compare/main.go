@@ -91,7 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.converged, "converged", 1000, "consumers of the start-over and file-change workloads")
 	fs.IntVar(&o.changes, "changes", 5, "file changes measured in the file-change workload")
 	sweep := fs.String("sweep", "1,2,4,8,16", "parallelism tried for the raw floor and the provisioner's --parallel, comma-separated")
-	fs.IntVar(&o.sweepRounds, "sweep-rounds", 1, "rounds of each parallelism in the sweep")
+	fs.IntVar(&o.sweepRounds, "sweep-rounds", 2, "rounds of each parallelism in the sweep (the raw floor is run at the fastest)")
 	fs.IntVar(&o.parallel, "parallel", app.DefaultParallel, "the provisioner's --parallel in the main rounds (default: its own default)")
 	fs.StringVar(&o.bin, "bin", "bin/provisioner", "the provisioner binary (built without -race)")
 	fs.StringVar(&o.out, "out", "", "also write the results as markdown to this file")
