@@ -5,7 +5,7 @@ PKG     := github.com/novox/postgres-provider
 BIN     := bin/provisioner
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build test cover check lint deps bench fuzz run clean
+.PHONY: build test cover check lint deps bench compare fuzz run clean
 
 build:
 	$(GO) build -ldflags "-X $(PKG)/app.Version=$(VERSION)" -o $(BIN) ./cmd/provisioner
@@ -49,6 +49,16 @@ run: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The provisioner against the least raw SQL that does the same work, on one throwaway server,
+# rounds interleaved: make compare N=200 ROUNDS=3 [OUT=results.md] [COMPARE_FLAGS='-sweep 8'].
+# Minutes long, so not part of make test.
+N      ?= 200
+ROUNDS ?= 3
+compare: build
+	@bash .ci/ensure-postgres
+	$(GO) build -o bin/compare ./tests/compare
+	./bin/compare -bin $(BIN) -n $(N) -rounds $(ROUNDS) $(if $(OUT),-out $(OUT)) $(COMPARE_FLAGS)
 
 # A minute of coverage-guided fuzzing of the contributions file; its seeds run in make test.
 fuzz:

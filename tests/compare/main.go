@@ -1,0 +1,281 @@
+// Command compare is `make compare`: the provisioner against the least raw SQL that does the
+// same work, on one throwaway PostgreSQL, in one run. Each workload alternates rounds (raw,
+// provisioner, raw, provisioner, ...) so that both see the same machine, drops what a round made
+// before the next, and prints the median of each and the ratio provisioner/raw, beside the
+// parallelism sweep the raw floor's parallelism was chosen from.
+//
+// The workloads are the issue's: N consumers created from nothing, without and with an
+// extension (pg_trgm); N withdrawn with --on-withdraw drop; a start (--once) over consumers
+// already made, against one catalog query; and, with the daemon running over consumers that
+// each name an extension and a verify pass due, the time from the file changing to the new
+// consumer's database existing.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/app"
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// Workloads, by the names -workloads takes.
+const (
+	wlCreate     = "create"
+	wlCreateExt  = "create-ext"
+	wlWithdraw   = "withdraw"
+	wlStartOver  = "start-over"
+	wlFileChange = "file-change"
+)
+
+var allWorkloads = []string{wlCreate, wlCreateExt, wlWithdraw, wlStartOver, wlFileChange}
+
+// extension is what the extension workloads name: in PostgreSQL's contrib, so on every server
+// the tests run on, and not trusted-for-free in cost (it creates types, functions, operators).
+const extension = "pg_trgm"
+
+type options struct {
+	n           int
+	rounds      int
+	converged   int
+	changes     int
+	sweep       []int
+	sweepRounds int
+	parallel    int // the provisioner's --parallel in the main rounds
+	bin         string
+	out         string
+	workloads   map[string]bool
+	statements  bool
+	timeout     time.Duration
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	opts, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "compare: %v\n", err)
+		return 2
+	}
+	// From here on a SIGINT or SIGTERM cancels ctx instead of ending the process, so that every
+	// path out goes through the deferred stops below: the daemon's, then the server's.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := compare(ctx, opts); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "compare: interrupted; server and provisioner stopped")
+			return 130
+		}
+		fmt.Fprintf(os.Stderr, "compare: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string) (options, error) {
+	o := options{}
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.IntVar(&o.n, "n", 200, "consumers created and withdrawn per round")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each of raw and provisioner per workload")
+	fs.IntVar(&o.converged, "converged", 1000, "consumers of the start-over and file-change workloads")
+	fs.IntVar(&o.changes, "changes", 5, "file changes measured in the file-change workload")
+	sweep := fs.String("sweep", "1,2,4,8,16", "parallelism tried for the raw floor and the provisioner's --parallel, comma-separated")
+	fs.IntVar(&o.sweepRounds, "sweep-rounds", 2, "rounds of each parallelism in the sweep (the raw floor is run at the fastest)")
+	fs.IntVar(&o.parallel, "parallel", app.DefaultParallel, "the provisioner's --parallel in the main rounds (default: its own default)")
+	fs.StringVar(&o.bin, "bin", "bin/provisioner", "the provisioner binary (built without -race)")
+	fs.StringVar(&o.out, "out", "", "also write the results as markdown to this file")
+	wl := fs.String("workloads", strings.Join(allWorkloads, ","), "which workloads, comma-separated")
+	fs.BoolVar(&o.statements, "statements", false, "log every statement with its duration and every connection, and count them per consumer "+
+		"(slows both sides: for where the time goes, not for the ratios)")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "the longest one run or one wait may take")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, s := range strings.Split(*sweep, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || p < 1 {
+			return o, fmt.Errorf("-sweep %q: want positive integers, comma-separated", *sweep)
+		}
+		o.sweep = append(o.sweep, p)
+	}
+	o.workloads = map[string]bool{}
+	for _, w := range strings.Split(*wl, ",") {
+		w = strings.TrimSpace(w)
+		known := false
+		for _, k := range allWorkloads {
+			known = known || k == w
+		}
+		if !known {
+			return o, fmt.Errorf("-workloads: unknown %q; want some of %s", w, strings.Join(allWorkloads, ","))
+		}
+		o.workloads[w] = true
+	}
+	switch {
+	case o.n < 1 || o.rounds < 1 || o.converged < 1 || o.changes < 1 || o.sweepRounds < 1:
+		return o, errors.New("-n, -rounds, -converged, -changes and -sweep-rounds want at least 1")
+	case o.parallel < 1:
+		return o, errors.New("-parallel wants at least 1")
+	case o.timeout <= 0:
+		return o, errors.New("-timeout wants a positive duration")
+	}
+	return o, nil
+}
+
+// bench is one run's shared state: the server, the binary, where the mesh's files go.
+type bench struct {
+	opts    options
+	srv     *pgserver.Server
+	cfg     *pgx.ConnConfig // the superuser's, for the raw side
+	provURL string          // the provisioner's, with an application_name to find its sessions by
+	root    string          // the mesh's files
+	serial  int             // makes every round's consumer names new
+	results []result
+	sweeps  []sweepResult
+	counts  []statementCount
+}
+
+func compare(ctx context.Context, opts options) error {
+	if _, err := os.Stat(opts.bin); err != nil {
+		return fmt.Errorf("the provisioner binary: %w (make build)", err)
+	}
+	var settings map[string]string
+	if opts.statements {
+		settings = statementSettings
+	}
+	fmt.Println("compare: starting a throwaway PostgreSQL ...")
+	srv, err := pgserver.Start(pgserver.Options{Settings: settings})
+	if err != nil {
+		return fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "compare: stop PostgreSQL: %v\n", err)
+		}
+	}()
+	root, err := os.MkdirTemp("", "provisioner-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	cfg, err := pgx.ParseConfig(srv.URL)
+	if err != nil {
+		return err
+	}
+	b := &bench{opts: opts, srv: srv, cfg: cfg, provURL: srv.URL + "&application_name=" + provApp, root: root}
+	if ctx.Err() != nil { // a signal while the server started
+		return ctx.Err()
+	}
+	header, err := b.header(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println(header)
+	if err := b.warmUp(ctx); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+
+	for _, w := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{wlCreate, func(ctx context.Context) error { return b.createWorkload(ctx, "") }},
+		{wlCreateExt, func(ctx context.Context) error { return b.createWorkload(ctx, extension) }},
+		{wlWithdraw, b.withdrawWorkload},
+		{wlStartOver, b.startOverWorkload},
+		{wlFileChange, b.fileChangeWorkload},
+	} {
+		if !opts.workloads[w.name] {
+			continue
+		}
+		fmt.Printf("\n== %s\n", w.name)
+		if err := w.run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	report := header + "\n\n" + b.report()
+	fmt.Println()
+	fmt.Println(report)
+	if opts.out != "" {
+		if err := os.WriteFile(opts.out, []byte(report), 0o644); err != nil {
+			return fmt.Errorf("write -out: %w", err)
+		}
+		fmt.Printf("compare: results written to %s\n", opts.out)
+	}
+	return nil
+}
+
+// header says what ran where: the figures mean little without the machine and the settings.
+func (b *bench) header(ctx context.Context) (string, error) {
+	conn, err := b.connect(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	defer closeConn(conn)
+	var version string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		return "", fmt.Errorf("server version: %w", err)
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fields := strings.Fields(string(load))
+	if len(fields) > 3 {
+		fields = fields[:3]
+	}
+	s := fmt.Sprintf("# make compare\n\nN=%d, rounds=%d (interleaved raw, provisioner, ...), PostgreSQL %s on 127.0.0.1 (fsync off), "+
+		"%d CPUs, load average %s at start; the provisioner with --parallel %d (its default is %d).",
+		b.opts.n, b.opts.rounds, version, runtime.NumCPU(), strings.Join(fields, " "), b.opts.parallel, app.DefaultParallel)
+	if b.opts.statements {
+		s += "\n\n-statements: every statement logged with its duration, and every connection; the times are slowed by it."
+	}
+	return s, nil
+}
+
+// warmUp creates and drops a few consumers each way, not timed: a new server's first creates
+// are slower (its caches, and the machine's memory the page cache first touches), and would
+// otherwise all fall to whichever side runs first.
+func (b *bench) warmUp(ctx context.Context) error {
+	n := min(b.opts.n, 50)
+	m, err := b.newMesh("cmp-warm-up")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	raw, err := b.consumers("u", n)
+	if err != nil {
+		return err
+	}
+	if err := b.rawCreate(ctx, raw, extension, 2); err != nil {
+		return err
+	}
+	if err := b.cleanup(ctx, names(raw)); err != nil {
+		return err
+	}
+	prov, err := b.consumers("u", n)
+	if err != nil {
+		return err
+	}
+	if err := m.give(prov, extension); err != nil {
+		return err
+	}
+	if _, err := b.once(ctx, m, b.opts.parallel); err != nil {
+		return err
+	}
+	if err := b.cleanup(ctx, names(prov)); err != nil {
+		return err
+	}
+	fmt.Printf("compare: warmed up in %s (%d consumers with %s made and dropped each way, not timed)\n", dur(time.Since(start)), n, extension)
+	return nil
+}
