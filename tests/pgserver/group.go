@@ -83,18 +83,25 @@ func (g *Group) Signal(sig syscall.Signal) error {
 	return syscall.Kill(-g.Pid(), sig)
 }
 
+// Wait waits up to limit for the leader to exit, and answers whether it did.
+func (g *Group) Wait(limit time.Duration) bool {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-g.exited:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
 // Stop sends sig to the group and waits up to grace for the leader to exit; then it kills what
 // is left of the group and waits for the leader. It answers whether the leader exited within
 // grace.
 func (g *Group) Stop(sig syscall.Signal, grace time.Duration) bool {
 	_ = g.Signal(sig)
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	inTime := true
-	select {
-	case <-g.exited:
-	case <-timer.C:
-		inTime = false
+	inTime := g.Wait(grace)
+	if !inTime {
 		_ = syscall.Kill(-g.Pid(), syscall.SIGKILL) // the leader is not reaped yet: the group is still ours
 		<-g.exited
 	}
@@ -104,16 +111,18 @@ func (g *Group) Stop(sig syscall.Signal, grace time.Duration) bool {
 	return inTime
 }
 
-// runGroup runs cmd in a group of its own for at most limit, and answers what it wrote (stdout
-// and stderr), or an error with the end of that when it fails or takes longer.
-func runGroup(cmd *exec.Cmd, limit time.Duration) ([]byte, error) {
+// RunGroup runs cmd in a group of its own for at most limit (the kernel kills it where this
+// process dies first), and answers what it wrote (stdout and stderr), or an error with the end
+// of that when it fails or takes longer.
+func RunGroup(cmd *exec.Cmd, limit time.Duration) ([]byte, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	g, err := StartGroup(cmd, syscall.SIGKILL)
 	if err != nil {
 		return nil, err
 	}
-	if !g.Stop(0, limit) { // signal 0 sends nothing: this waits up to limit
+	if !g.Wait(limit) {
+		g.Stop(syscall.SIGKILL, time.Second)
 		return nil, fmt.Errorf("%s: still running after %s, killed: %s", cmd, limit, tail(out.Bytes()))
 	}
 	if g.Err() != nil {

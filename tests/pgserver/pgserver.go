@@ -136,7 +136,7 @@ func (s *Server) initdb(run *syscall.Credential, data, password string) error {
 	cmd := exec.Command(filepath.Join(s.Bin, "initdb"), "-D", data, "-U", "postgres", "--pwfile", pwfile,
 		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run}
-	_, err := runGroup(cmd, 5*time.Minute)
+	_, err := RunGroup(cmd, 5*time.Minute)
 	return err
 }
 
