@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,4 +165,45 @@ func TestStopStopsTheWholeGroup(t *testing.T) {
 			eventually(t, "the member stopped with its leader", func() bool { return exited(member) })
 		})
 	}
+}
+
+func TestVectorFallsBackToTheStandIn(t *testing.T) {
+	is := is.New(t)
+	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
+	control := filepath.Join(dirs.ext, "vector.control")
+
+	v, err := ensureVector(dirs, "") // a fresh clone elsewhere: no third-party folder
+	is.NoErr(err)
+	is.True(!v.Real)                                                        // the stand-in
+	is.True(strings.Contains(v.Why, "no "+pgvectorTarball+" in ../shared")) // and why
+	raw, err := os.ReadFile(control)
+	is.NoErr(err)
+	is.True(strings.Contains(string(raw), standInMark)) // installed, told apart by its comment
+	_, err = os.Stat(filepath.Join(dirs.ext, vectorScriptName))
+	is.NoErr(err) // with its script
+
+	tampered := filepath.Join(t.TempDir(), pgvectorTarball)
+	is.NoErr(os.WriteFile(tampered, []byte("not pgvector"), 0o644))
+	v, err = ensureVector(dirs, tampered)
+	is.NoErr(err)
+	is.True(!v.Real)                            // a tarball that is not the one named is never built
+	is.True(strings.Contains(v.Why, "sha256 ")) // and says so
+
+	is.NoErr(os.WriteFile(control, []byte("comment = 'vector data type and ivfflat and hnsw access methods'\n"), 0o644))
+	v, err = ensureVector(dirs, "")
+	is.NoErr(err)
+	is.True(v.Real) // pgvector, where it is installed
+}
+
+func TestVectorIsNotBuiltWithoutTheServerHeaders(t *testing.T) {
+	is := is.New(t)
+	src := pgvectorSource()
+	if src == "" {
+		t.Skip("no " + pgvectorTarball + " beside this checkout")
+	}
+	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
+	v, err := ensureVector(dirs, src)
+	is.NoErr(err)
+	is.True(!v.Real)                                                     // the stand-in
+	is.True(strings.Contains(v.Why, "install postgresql-server-dev-15")) // and what to install for pgvector
 }

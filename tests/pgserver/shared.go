@@ -47,7 +47,7 @@ func Shared(t testing.TB) *TestServer {
 			return
 		}
 		if _, err := s.EnsureVector(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgserver: no vector stand-in: %v\n", err)
+			fmt.Fprintf(os.Stderr, "pgserver: no extension named vector: %v\n", err)
 		}
 		shared.ts = &TestServer{URL: s.URL, Local: s}
 	})

@@ -80,8 +80,11 @@ func run() int {
 	if ctx.Err() != nil {
 		return 0
 	}
-	if _, err := srv.EnsureVector(); err != nil {
+	fmt.Println("make run: making sure the server has a vector extension (building pgvector, the first time, takes a minute) ...")
+	if v, err := srv.EnsureVector(); err != nil {
 		fmt.Printf("make run: no vector extension on this server (%v); the provisioner will say it skips it\n", err)
+	} else {
+		fmt.Printf("make run: vector is %s\n", v)
 	}
 	if ctx.Err() != nil {
 		return 0
