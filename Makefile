@@ -5,7 +5,7 @@ PKG     := github.com/novox/postgres-provider
 BIN     := bin/provisioner
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build test cover check lint deps bench compare fuzz run clean
+.PHONY: build test stress cover check lint deps bench compare fuzz run clean
 
 build:
 	$(GO) build -ldflags "-X $(PKG)/app.Version=$(VERSION)" -o $(BIN) ./cmd/provisioner
@@ -14,6 +14,14 @@ build:
 test: check deps
 	@bash .ci/ensure-postgres
 	$(GO) test -race -count=1 ./...
+
+# The integration and end-to-end packages COUNT times over beside a CPU hog, one busy loop a
+# core: the flakes that load brings out (make stress COUNT=10). The hog is stopped on every way
+# out of the target.
+COUNT ?= 10
+stress:
+	@bash .ci/ensure-postgres
+	@bash .ci/stress $(COUNT)
 
 # The domain's statement coverage (the target is at least 95%).
 cover:

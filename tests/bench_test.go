@@ -1,9 +1,9 @@
 package tests
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,17 +17,17 @@ import (
 // debounce, one pass and one Create. The provisioner is built without the race detector.
 func BenchmarkFileChangeToRole(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "provisioner")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/provisioner").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v: %s", err, out)
+	if _, err := pgserver.RunGroup(exec.Command("go", "build", "-o", bin, "../cmd/provisioner"), 10*time.Minute); err != nil {
+		b.Fatalf("build: %v", err)
 	}
 	url := pgserver.Shared(b).URL
 	m := newMesh(b)
 	m.give()
-	cmd := exec.Command(bin, m.args("--database-url", url, "--every", "1h")...)
-	if err := cmd.Start(); err != nil {
+	g, err := pgserver.StartGroup(exec.Command(bin, m.args("--database-url", url, "--every", "1h")...), syscall.SIGKILL)
+	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	defer g.Stop(syscall.SIGTERM, stopGrace)
 
 	// One connection to poll on: a new one per poll would cost more than what is measured.
 	conn, err := pgx.Connect(ctx, url)

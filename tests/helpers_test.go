@@ -28,21 +28,27 @@ import (
 	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
-// binary is the provisioner built for these tests.
-var binary string
+// binary is the provisioner built for these tests, and runner what `make run` runs.
+var binary, runner string
+
+// stopGrace is how long a provisioner may take to stop on SIGTERM: the pass under way
+// finishes, bounded by its holds timeout (30 s).
+const stopGrace = 45 * time.Second
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "provisioner-bin-")
+	// A folder the next test binary's sweep removes where this one is killed.
+	dir, err := pgserver.NewDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "provisioner")
-	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/provisioner")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build the provisioner:", err)
-		os.Exit(1)
+	binary, runner = filepath.Join(dir, "provisioner"), filepath.Join(dir, "run")
+	for _, build := range [][]string{{"-race", "-o", binary, "../cmd/provisioner"}, {"-o", runner, "./run"}} {
+		if _, err := pgserver.RunGroup(exec.Command("go", append([]string{"build"}, build...)...), 10*time.Minute); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			_ = os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	code := pgserver.Main(m)
 	_ = os.RemoveAll(dir)
@@ -83,25 +89,26 @@ func (b *buffer) String() string {
 // proc is one provisioner process.
 type proc struct {
 	t      *testing.T
-	cmd    *exec.Cmd
+	g      *pgserver.Group
 	stderr *buffer
 	listen string
-	exited chan struct{}
-	err    error
 }
 
-// start runs the provisioner with args and --listen on a free port; it is stopped with the test.
+// start runs the provisioner with args and --listen on a free port, in a process group of its
+// own; it is stopped with the test, and killed by the kernel where this test binary dies first.
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stderr: &buffer{}, listen: freeAddr(t), exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, append(args, "--listen", p.listen)...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
-	is.New(t).NoErr(p.cmd.Start()) // start the provisioner
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	p := &proc{t: t, stderr: &buffer{}, listen: freeAddr(t)}
+	cmd := exec.Command(binary, append(args, "--listen", p.listen)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
+	var err error
+	p.g, err = pgserver.StartGroup(cmd, syscall.SIGKILL)
+	is.New(t).NoErr(err) // start the provisioner
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.exited
+		if !p.g.Stop(syscall.SIGTERM, stopGrace) {
+			t.Errorf("the provisioner did not stop within %s of SIGTERM; killed", stopGrace)
+		}
 		if t.Failed() {
 			t.Logf("provisioner said:\n%s", p.stderr.String())
 		}
@@ -112,13 +119,11 @@ func start(t *testing.T, env []string, args ...string) *proc {
 // stop sends SIGTERM and answers the exit code.
 func (p *proc) stop() int {
 	p.t.Helper()
-	is.New(p.t).NoErr(p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.exited:
-	case <-time.After(60 * time.Second):
+	is.New(p.t).NoErr(p.g.Signal(syscall.SIGTERM))
+	if !p.g.Wait(stopGrace) {
 		p.t.Fatal("the provisioner did not stop on SIGTERM")
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return p.g.ExitCode()
 }
 
 // count is how many lines the provisioner said that contain part.
@@ -185,14 +190,14 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// serverDir is a folder for a server of the test's own, removed with the test. Not t.TempDir,
-// whose parent only root may enter: the server may run as the postgres OS user.
+// serverDir is a folder for a server of the test's own, removed with the test, or by the next
+// test binary's sweep where this one is killed. Not t.TempDir, whose parent only root may
+// enter: the server may run as the postgres OS user.
 func serverDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "provisioner-server-")
+	dir, err := pgserver.NewDir()
 	is.New(t).NoErr(err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	is.New(t).NoErr(os.Chmod(dir, 0o755))
 	return dir
 }
 
@@ -304,16 +309,40 @@ func query(t testing.TB, url, db, sql string, dest ...any) error {
 	return conn.QueryRow(ctx, sql).Scan(dest...)
 }
 
-// runOnce runs the provisioner to its end and answers its exit code and what it said.
+// onceLimit is how long a provisioner run to its end may take: one pass, bounded by the holds
+// timeout (30 s), and the 2 min bound of a create on a server that never answers.
+const onceLimit = 3 * time.Minute
+
+// runOnce runs the provisioner to its end, in a process group of its own, and answers its exit
+// code and what it said.
 func runOnce(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+	g, err := pgserver.StartGroup(cmd, syscall.SIGKILL)
+	if err != nil {
 		t.Fatalf("run the provisioner: %v", err)
 	}
-	return cmd.ProcessState.ExitCode(), out.String()
+	if !g.Wait(onceLimit) {
+		g.Stop(syscall.SIGKILL, time.Second)
+		t.Fatalf("the provisioner still ran after %s; killed. It said:\n%s", onceLimit, out.String())
+	}
+	return g.ExitCode(), out.String()
+}
+
+// processesIn are the processes whose command line names dir (a server's -D, a provisioner's
+// --receives), as "pid command line": what a test that started them must leave none of. A
+// zombie's command line is empty: it has ended.
+func processesIn(dir string) []string {
+	var found []string
+	lines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, path := range lines {
+		raw, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(raw, []byte(dir)) {
+			found = append(found, filepath.Base(filepath.Dir(path))+" "+string(bytes.ReplaceAll(raw, []byte{0}, []byte{' '})))
+		}
+	}
+	return found
 }

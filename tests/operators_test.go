@@ -135,7 +135,7 @@ func TestSIGHUPStartsAPass(t *testing.T) {
 	p := start(t, nil, m.args("--database-url", url, "--every", "1h")...)
 	p.passes(0)
 	before := p.metric(`provisioner_passes_total`)
-	is.NoErr(p.cmd.Process.Signal(syscall.SIGHUP))
+	is.NoErr(p.g.Signal(syscall.SIGHUP))
 	eventually(t, "a pass", func() bool { return p.metric(`provisioner_passes_total`) > before })
 	is.Equal(p.count("SIGHUP: a pass now"), 1) // said
 	is.Equal(p.stop(), 0)                      // still running, and stops as ever
@@ -176,7 +176,7 @@ func TestSystemdIsNotified(t *testing.T) {
 	for !got["READY=1"] || !got["WATCHDOG=1"] {
 		got[next()] = true // ready after the first pass, and the watchdog fed
 	}
-	is.NoErr(p.cmd.Process.Signal(syscall.SIGTERM))
+	is.NoErr(p.g.Signal(syscall.SIGTERM))
 	for s := next(); s != "STOPPING=1"; s = next() {
 		is.Equal(s, "WATCHDOG=1") // until it says it stops
 	}

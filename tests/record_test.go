@@ -60,8 +60,8 @@ func TestAConsumerRemovedAfterAKillInTheMiddleOfAPassIsWithdrawn(t *testing.T) {
 	m.give(cs...)
 	p := start(t, nil, daemonArgs(m, url)...)
 	eventually(t, "some made", func() bool { return cs[0].logsIn(t, url) })
-	is.NoErr(p.cmd.Process.Signal(syscall.SIGKILL)) // in the middle of the first pass, most likely
-	<-p.exited
+	is.NoErr(p.g.Signal(syscall.SIGKILL)) // in the middle of the first pass, most likely
+	<-p.g.Exited()
 
 	m.give(cs[:6]...) // the last six leave
 	m.aged()

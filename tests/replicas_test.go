@@ -109,8 +109,8 @@ func TestThreeReplicasOneActs(t *testing.T) {
 	// The leader killed: another acts, and converges a consumer added meanwhile.
 	leader := leaders(ps)[0]
 	killed := time.Now()
-	is.NoErr(leader.cmd.Process.Signal(syscall.SIGKILL))
-	<-leader.exited
+	is.NoErr(leader.g.Signal(syscall.SIGKILL))
+	<-leader.g.Exited()
 	added := consumer{as: name("ha"), password: randomHex(8)}
 	cs = append(cs, added)
 	m.give(cs...)
@@ -174,8 +174,8 @@ func TestNeverTwoActAtOnce(t *testing.T) {
 			return leader != nil
 		})
 		leader.passes(2)
-		is.NoErr(leader.cmd.Process.Signal(syscall.SIGKILL))
-		<-leader.exited
+		is.NoErr(leader.g.Signal(syscall.SIGKILL))
+		<-leader.g.Exited()
 		kills++
 		for i, p := range ps {
 			if p == leader {

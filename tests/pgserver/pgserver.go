@@ -2,6 +2,10 @@
 // into a folder of its own, listening on 127.0.0.1 only at a free port, fsync off, run as the
 // postgres OS user when this process is root (the server refuses root). Binaries come from
 // PATH or /usr/lib/postgresql/*/bin.
+//
+// Nothing it starts outlives the process that started it: every child leads a process group of
+// its own and is stopped with it (Group), the kernel stops it when its parent dies, and the
+// next Start stops a server whose owner died anyway (see owner.go).
 package pgserver
 
 import (
@@ -18,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,14 +42,15 @@ type Server struct {
 	// Bin is the folder of the server's binaries.
 	Bin string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	owned  bool // Dir was made here and goes with Stop
+	group *Group
+	owned bool // Dir was made here and goes with Stop
 }
 
 // Options tune Start.
 type Options struct {
-	// Dir is where the data folder goes; empty: a new temporary folder, removed by Stop.
+	// Dir is where the data folder goes; empty: a new folder from NewDir, removed by Stop. A
+	// server a dead process left running in Dir is stopped first; one of a live process is
+	// not, and Start fails.
 	Dir string
 	// Settings are extra server settings (-c name=value).
 	Settings map[string]string
@@ -60,11 +66,11 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{Bin: bin, Dir: opts.Dir}
 	if s.Dir == "" {
-		if s.Dir, err = os.MkdirTemp("", "provisioner-pg-"); err != nil {
+		if s.Dir, err = NewDir(); err != nil {
 			return nil, err
 		}
 		s.owned = true
-	} else if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	} else if err := s.takeOver(); err != nil {
 		return nil, err
 	}
 	run, err := runAs()
@@ -99,6 +105,24 @@ func Start(opts Options) (*Server, error) {
 	}
 }
 
+// takeOver makes Dir this process's: a server a dead owner left running there is stopped, and
+// Dir records this process as its owner before any server starts in it.
+func (s *Server) takeOver() error {
+	sweepOnce()
+	dir, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return err
+	}
+	s.Dir = dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := StopOrphan(dir); err != nil {
+		return err
+	}
+	return writeOwner(dir)
+}
+
 func (s *Server) initdb(run *syscall.Credential, data, password string) error {
 	pwfile := filepath.Join(s.Dir, "superuser.password")
 	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
@@ -112,10 +136,8 @@ func (s *Server) initdb(run *syscall.Credential, data, password string) error {
 	cmd := exec.Command(filepath.Join(s.Bin, "initdb"), "-D", data, "-U", "postgres", "--pwfile", pwfile,
 		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb: %w: %s", err, out)
-	}
-	return nil
+	_, err := RunGroup(cmd, 5*time.Minute)
+	return err
 }
 
 // storedPassword reads the superuser password of a data folder made by an earlier Start.
@@ -153,14 +175,16 @@ func (s *Server) start(run *syscall.Credential, data, password string, opts Opti
 	}
 	cmd := exec.Command(filepath.Join(s.Bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run}
 	// Its own process group: a Ctrl-C meant for `make run` reaches the server through Stop, in
-	// order, rather than all at once.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// order, rather than all at once. Where this process dies first, immediate shutdown: the
+	// data is thrown away.
+	g, err := StartGroup(cmd, syscall.SIGQUIT)
+	if err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(s.exited) }()
+	s.group = g
+	running.add(s)
 	s.URL = fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
 	return s.waitReady(30 * time.Second)
 }
@@ -176,7 +200,8 @@ func (s *Server) waitReady(limit time.Duration) error {
 			return conn.Close(context.Background())
 		}
 		select {
-		case <-s.exited:
+		case <-s.group.Exited():
+			running.remove(s)
 			return fmt.Errorf("postgres exited at start; its log: %s", s.tail())
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -192,10 +217,7 @@ func (s *Server) Log() ([]byte, error) { return os.ReadFile(s.LogPath) }
 
 func (s *Server) tail() string {
 	raw, _ := s.Log()
-	if len(raw) > 2000 {
-		raw = raw[len(raw)-2000:]
-	}
-	return string(raw)
+	return tail(raw)
 }
 
 // Stop shuts the server down (fast mode) and removes what Start made; a Dir given in Options
@@ -209,16 +231,50 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) stopServer() {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.group == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+	s.group.Stop(syscall.SIGINT, 30*time.Second) // fast shutdown
+	running.remove(s)
+}
+
+// running is every server this process started and has not stopped, for StopAll.
+var running = registry{servers: map[*Server]bool{}}
+
+type registry struct {
+	sync.Mutex
+	servers map[*Server]bool
+}
+
+func (r *registry) add(s *Server) {
+	r.Lock()
+	defer r.Unlock()
+	r.servers[s] = true
+}
+
+func (r *registry) remove(s *Server) {
+	r.Lock()
+	defer r.Unlock()
+	delete(r.servers, s)
+}
+
+// StopAll stops every server this process started and has not stopped, and removes what
+// Start made for them: for a process that must end before its deferred Stops run (a signal).
+func StopAll() error {
+	running.Lock()
+	servers := make([]*Server, 0, len(running.servers))
+	for s := range running.servers {
+		servers = append(servers, s)
 	}
+	running.Unlock()
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Stop() }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *Server) fail(err error) error {

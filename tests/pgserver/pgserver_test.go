@@ -1,0 +1,209 @@
+package pgserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+)
+
+// envOwner makes the test binary an owner of a server for TestServerDiesWithItsOwner: it
+// starts one, says its folder and pid, and waits to be killed.
+const envOwner = "PGSERVER_TEST_OWNER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envOwner) != "" {
+		s, err := Start(Options{})
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println(s.Dir, s.group.Pid())
+		select {}
+	}
+	os.Exit(Main(m))
+}
+
+// eventually polls cond until it holds or a deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+func takesConnections(s *Server) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return false
+	}
+	return conn.Close(ctx) == nil
+}
+
+func TestServerDiesWithItsOwner(t *testing.T) {
+	is := is.New(t)
+	if !Available() {
+		t.Skip("no server binaries on this machine")
+	}
+	self, err := os.Executable()
+	is.NoErr(err)
+	r, w, err := os.Pipe()
+	is.NoErr(err)
+	defer r.Close()
+	cmd := exec.Command(self, "-test.run", "^$")
+	cmd.Env = append(os.Environ(), envOwner+"=1")
+	cmd.Stdout, cmd.Stderr = w, os.Stderr
+	owner, err := StartGroup(cmd, syscall.SIGKILL)
+	w.Close()
+	is.NoErr(err) // the owner
+	t.Cleanup(func() { owner.Stop(syscall.SIGKILL, time.Second) })
+
+	line, err := bufio.NewReader(r).ReadString('\n')
+	is.NoErr(err) // the owner says where its server is
+	fields := strings.Fields(line)
+	is.Equal(len(fields), 2)
+	dir := fields[0]
+	pid, err := strconv.Atoi(fields[1])
+	is.NoErr(err)
+	is.True(!exited(pid)) // the server runs
+	if os.Geteuid() == 0 {
+		info, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		is.NoErr(err)
+		is.True(info.Sys().(*syscall.Stat_t).Uid != 0) // as the postgres OS user: the parent-death signal survived the change of credential
+	}
+
+	is.NoErr(syscall.Kill(owner.Pid(), syscall.SIGKILL)) // the owner killed: no Stop, no cleanup
+	<-owner.Exited()
+	eventually(t, "the server stopped by the kernel's parent-death signal", func() bool { return exited(pid) })
+
+	is.NoErr(sweep())
+	_, err = os.Stat(dir)
+	is.True(os.IsNotExist(err)) // and its folder removed by the next sweep
+}
+
+func TestSweepStopsOnlyServersOfDeadOwners(t *testing.T) {
+	is := is.New(t)
+	if !Available() {
+		t.Skip("no server binaries on this machine")
+	}
+	orphan, err := Start(Options{})
+	is.NoErr(err)
+	defer orphan.Stop()
+	foreign, err := Start(Options{})
+	is.NoErr(err)
+	defer foreign.Stop()
+	ours, err := Start(Options{})
+	is.NoErr(err)
+	defer ours.Stop()
+
+	// A dead owner: a process that ran and was reaped.
+	dead := exec.Command("true")
+	is.NoErr(dead.Run())
+	is.NoErr(os.WriteFile(orphan.Dir+"/"+ownerFile, []byte(owner{pid: dead.Process.Pid, start: "1", boot: bootID()}.String()), 0o644))
+	// A live owner that is another process: the go command that runs this test binary.
+	start, _ := procStat(os.Getppid())
+	parent := owner{pid: os.Getppid(), start: start, boot: bootID()}
+	is.True(parent.alive())
+	is.NoErr(os.WriteFile(foreign.Dir+"/"+ownerFile, []byte(parent.String()), 0o644))
+
+	is.True(StopOrphan(foreign.Dir) != nil) // refused: its owner lives
+	is.NoErr(sweep())
+
+	select {
+	case <-orphan.group.Exited(): // the dead owner's server stopped
+	case <-time.After(60 * time.Second):
+		t.Fatal("the server of a dead owner still runs after the sweep")
+	}
+	_, err = os.Stat(orphan.Dir)
+	is.True(os.IsNotExist(err))        // and its folder removed
+	is.True(takesConnections(foreign)) // a live owner's server untouched
+	is.True(takesConnections(ours))    // and so is ours
+	is.NoErr(writeOwner(foreign.Dir))  // ours again, for its Stop
+	_, err = os.Stat(foreign.Dir + "/data/PG_VERSION")
+	is.NoErr(err) // with its data
+}
+
+func TestStopStopsTheWholeGroup(t *testing.T) {
+	cases := []struct {
+		name, script string
+		inTime       bool
+	}{
+		{"the leader stops on the signal", `sleep 300 & echo $!; wait`, true},
+		{"the leader ignores it", `trap "" TERM; sleep 300 & echo $!; wait`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			r, w, err := os.Pipe()
+			is.NoErr(err)
+			defer r.Close()
+			cmd := exec.Command("sh", "-c", c.script)
+			cmd.Stdout = w
+			g, err := StartGroup(cmd, syscall.SIGKILL)
+			w.Close()
+			is.NoErr(err)
+			line, err := bufio.NewReader(r).ReadString('\n')
+			is.NoErr(err)
+			member, err := strconv.Atoi(strings.TrimSpace(line))
+			is.NoErr(err)
+
+			is.Equal(g.Stop(syscall.SIGTERM, 500*time.Millisecond), c.inTime) // whether the leader stopped on the signal
+			eventually(t, "the member stopped with its leader", func() bool { return exited(member) })
+		})
+	}
+}
+
+func TestVectorFallsBackToTheStandIn(t *testing.T) {
+	is := is.New(t)
+	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
+	control := filepath.Join(dirs.ext, "vector.control")
+
+	v, err := ensureVector(dirs, "") // a fresh clone elsewhere: no third-party folder
+	is.NoErr(err)
+	is.True(!v.Real)                                                        // the stand-in
+	is.True(strings.Contains(v.Why, "no "+pgvectorTarball+" in ../shared")) // and why
+	raw, err := os.ReadFile(control)
+	is.NoErr(err)
+	is.True(strings.Contains(string(raw), standInMark)) // installed, told apart by its comment
+	_, err = os.Stat(filepath.Join(dirs.ext, vectorScriptName))
+	is.NoErr(err) // with its script
+
+	tampered := filepath.Join(t.TempDir(), pgvectorTarball)
+	is.NoErr(os.WriteFile(tampered, []byte("not pgvector"), 0o644))
+	v, err = ensureVector(dirs, tampered)
+	is.NoErr(err)
+	is.True(!v.Real)                            // a tarball that is not the one named is never built
+	is.True(strings.Contains(v.Why, "sha256 ")) // and says so
+
+	is.NoErr(os.WriteFile(control, []byte("comment = 'vector data type and ivfflat and hnsw access methods'\n"), 0o644))
+	v, err = ensureVector(dirs, "")
+	is.NoErr(err)
+	is.True(v.Real) // pgvector, where it is installed
+}
+
+func TestVectorIsNotBuiltWithoutTheServerHeaders(t *testing.T) {
+	is := is.New(t)
+	src := pgvectorSource()
+	if src == "" {
+		t.Skip("no " + pgvectorTarball + " beside this checkout")
+	}
+	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
+	v, err := ensureVector(dirs, src)
+	is.NoErr(err)
+	is.True(!v.Real)                                                     // the stand-in
+	is.True(strings.Contains(v.Why, "install postgresql-server-dev-15")) // and what to install for pgvector
+}
