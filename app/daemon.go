@@ -122,8 +122,7 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 		cancel()
 		reached = pingErr == nil
 	}
-	d.metrics.Observe(r, reached)
-	d.metrics.leader.Set(boolean(d.lease.Leader()))
+	// Readiness first: whoever counts passes on /metrics then finds it as this pass left it.
 	switch {
 	case r.ServerProblem != "":
 		d.setWhy(r.ServerProblem)
@@ -134,6 +133,8 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	default:
 		d.setWhy("")
 	}
+	d.metrics.leader.Set(boolean(d.lease.Leader()))
+	d.metrics.Observe(r, reached)
 }
 
 // stuckAfter is how long the loop may go without getting on before it counts as stuck: a pass

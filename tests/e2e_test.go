@@ -137,9 +137,10 @@ func TestServerDownAtStartIsNotFatal(t *testing.T) {
 	eventually(t, "the failure said", func() bool {
 		return p.count(": connect: connection refused; nothing is created, checked or withdrawn") == 1
 	})
-	code, body := p.get("/readyz")
-	is.Equal(code, 503)                                  // not ready while the server is down
-	is.True(strings.Contains(body, "cannot be reached")) // and why
+	eventually(t, "not ready while the server is down, saying why", func() bool {
+		code, body := p.get("/readyz")
+		return code == 503 && strings.Contains(body, "cannot be reached") // set as the pass ends
+	})
 
 	srv, err = pgserver.Start(pgserver.Options{Dir: dir + "/pg", Port: port})
 	is.NoErr(err)
