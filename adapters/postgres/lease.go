@@ -86,7 +86,7 @@ func (l *Lease) Held(ctx context.Context) error {
 			l.conn = nil
 			if l.leader {
 				l.leader, l.back = false, stepBack
-				l.tell(slog.LevelError, fmt.Sprintf("lost the lease of %s (%s): not acting until it is taken again", l.resource, reason(err)))
+				l.tell(slog.LevelError, fmt.Sprintf("lost the lease of %s: %v; not acting until it is taken again", l.resource, l.serverError(err)))
 			}
 		}
 	}
