@@ -37,6 +37,7 @@ type contents struct {
 	id        fileID
 	digest    [sha256.Size]byte
 	changedAt time.Time // when id or digest last changed: the file has been settled since
+	firstRead time.Time // when this process first read it
 
 	why    string         // why the file says nothing, "" when it is usable
 	given  []contribution // the credential grants, first entry per login
@@ -66,7 +67,7 @@ func (h *Harness) readContributions() ([]contribution, bool) {
 	switch now := h.clock.Now(); {
 	case !h.file.read:
 		// At a start, the file has been as it is since it was last written.
-		h.file.changedAt = now
+		h.file.changedAt, h.file.firstRead = now, now
 		if id.mtime.Before(now) {
 			h.file.changedAt = id.mtime
 		}
@@ -84,8 +85,18 @@ func (h *Harness) readContributions() ([]contribution, bool) {
 	return h.file.given, true
 }
 
-// settled is how long the contributions file has stayed as it is now.
-func (h *Harness) settled() time.Duration { return h.clock.Now().Sub(h.file.changedAt) }
+// settled is how long the contributions file has stayed as it is now. For a mass withdrawal
+// it is counted from no earlier than this process's first read: a daemon started on a stale
+// file that leaves out most of what is managed (the wrong path, an old copy) holds the
+// withdrawal for its full time, mtime or not. Under Once there is no later pass to wait for,
+// and the file's mtime stands.
+func (h *Harness) settled(mass bool) time.Duration {
+	from := h.file.changedAt
+	if mass && !h.cfg.Once && from.Before(h.file.firstRead) {
+		from = h.file.firstRead
+	}
+	return h.clock.Now().Sub(from)
+}
 
 // parse decodes the file into h.file. Each entry is decoded on its own: one that cannot be is
 // said once, and the others stand.

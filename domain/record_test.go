@@ -394,3 +394,47 @@ func TestALeaseThatCannotBeAskedForIsTheServersProblem(t *testing.T) {
 	is.Equal(w.log.take()[0], "the backend can be used again (it was: "+"the server postgres@127.0.0.1:1 cannot be reached: connection refused)")
 	is.Equal(w.backend.createsOf("a"), 1)
 }
+
+// A restart on a file unchanged for an hour: its mtime says it settled long ago, and a few
+// leavers go at once; but a mass withdrawal on a daemon's first look at a file (the wrong path,
+// an old copy) is held its full time from the start. Under Once, with no later pass, the
+// mtime stands.
+func TestARestartOnAStaleFileHoldsAMassWithdrawalFromTheStart(t *testing.T) {
+	for _, once := range []bool{false, true} {
+		t.Run(fmt.Sprint("once=", once), func(t *testing.T) {
+			is := is.New(t)
+			w := newWorld(t)
+			var all []entry
+			for i := range 10 {
+				as := fmt.Sprintf("c%d", i)
+				w.write("/s/"+as, "pw")
+				all = append(all, consumer(as, "/s/"+as))
+			}
+			w.contributions(all...)
+			w.pass(0)
+			hour := w.clk.Now().Add(-time.Hour)
+			stale := func(entries ...entry) {
+				w.contributions(entries...)
+				is.NoErr(w.fs.Chtimes(receives, hour, hour)) // written an hour ago, while the daemon was stopped
+				w.configure(domain.Config{Once: once})
+			}
+
+			stale(all[1:]...) // one leaver
+			w.pass(0)
+			is.Equal(w.backend.removes, []string{"c0"}) // at once: the file settled an hour ago
+
+			stale(all[1:3]...) // seven of the nine managed leave: a mass withdrawal
+			r := w.pass(0)
+			if once {
+				is.Equal(len(w.backend.removes), 8) // no later pass to wait for
+				return
+			}
+			is.True(r.MassWithdrawal)
+			is.Equal(len(w.backend.removes), 1) // held, though the mtime is an hour old
+			w.pass(5 * settle)
+			is.Equal(len(w.backend.removes), 1) // still held after 50 s
+			w.pass(settle)
+			is.Equal(len(w.backend.removes), 8) // a minute after the start: done
+		})
+	}
+}

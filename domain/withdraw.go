@@ -87,8 +87,8 @@ func (h *Harness) due(leaving []*leaver) bool {
 	if len(leaving) == 0 || h.file.bad > 0 {
 		return false
 	}
-	need, _ := h.hold(leaving)
-	return h.settled() >= need
+	need, mass := h.hold(leaving)
+	return h.settled(mass) >= need
 }
 
 // withdraw takes what the file no longer lists away from the backend, on firm ground only: the
@@ -112,7 +112,7 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
 			h.cfg.Receives, countActive(leaving), h.managed(), need)
 	}
 	h.mass = mass
-	if settled := h.settled(); settled < need {
+	if settled := h.settled(mass); settled < need {
 		if h.cfg.Once {
 			h.say(slog.LevelInfo, "", "%d consumer(s) no longer in %s not withdrawn yet: it changed %s ago, and withdrawals "+
 				"wait until it has stayed unchanged for %s", len(leaving), h.cfg.Receives, settled.Round(time.Second), need)
