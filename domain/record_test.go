@@ -26,6 +26,21 @@ func twoApplied(t *testing.T) *world {
 	return w
 }
 
+// tenApplied is a world in which c0 to c9, listed, were applied by a first pass.
+func tenApplied(t *testing.T) (*world, []entry) {
+	t.Helper()
+	w := newWorld(t)
+	var all []entry
+	for i := range 10 {
+		as := fmt.Sprintf("c%d", i)
+		w.write("/s/"+as, "pw")
+		all = append(all, consumer(as, "/s/"+as))
+	}
+	w.contributions(all...)
+	w.pass(0)
+	return w, all
+}
+
 func TestARestartWithdrawsWhatTheRecordNamesAndTheFileNoLongerLists(t *testing.T) {
 	for _, c := range []struct {
 		policy domain.Policy
@@ -244,15 +259,7 @@ func TestAWithdrawalWaitsForTheFileToSettle(t *testing.T) {
 
 func TestAMassWithdrawalIsSaidLoudlyAndWaitsSixTimesAsLong(t *testing.T) {
 	is := is.New(t)
-	w := newWorld(t)
-	var all []entry
-	for i := range 10 {
-		as := fmt.Sprintf("c%d", i)
-		w.write("/s/"+as, "pw")
-		all = append(all, consumer(as, "/s/"+as))
-	}
-	w.contributions(all...)
-	w.pass(0)
+	w, all := tenApplied(t)
 	w.contributions(all[:4]...) // six of ten gone: more than half, more than three
 	w.log.take()
 	r := w.pass(0)
@@ -403,15 +410,7 @@ func TestARestartOnAStaleFileHoldsAMassWithdrawalFromTheStart(t *testing.T) {
 	for _, once := range []bool{false, true} {
 		t.Run(fmt.Sprint("once=", once), func(t *testing.T) {
 			is := is.New(t)
-			w := newWorld(t)
-			var all []entry
-			for i := range 10 {
-				as := fmt.Sprintf("c%d", i)
-				w.write("/s/"+as, "pw")
-				all = append(all, consumer(as, "/s/"+as))
-			}
-			w.contributions(all...)
-			w.pass(0)
+			w, all := tenApplied(t)
 			hour := w.clk.Now().Add(-time.Hour)
 			stale := func(entries ...entry) {
 				w.contributions(entries...)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
 // provApp is the application_name of the provisioner's sessions, to tell them apart on the
@@ -171,7 +172,7 @@ type daemon struct {
 }
 
 func (b *bench) startDaemon(m *mesh, args ...string) (*daemon, error) {
-	listen, err := freeAddr()
+	listen, err := pgserver.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -233,15 +234,6 @@ func (d *daemon) metric(ctx context.Context, name, labels string) (float64, erro
 		return -1, nil
 	}
 	return strconv.ParseFloat(string(bytes.TrimSpace(match[1])), 64)
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // sleep waits d or until ctx ends.

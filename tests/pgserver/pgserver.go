@@ -333,12 +333,23 @@ func runAs() (*syscall.Credential, error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := FreeAddr()
 	if err != nil {
 		return 0, err
 	}
+	_, port, _ := net.SplitHostPort(addr)
+	return strconv.Atoi(port)
+}
+
+// FreeAddr is a loopback address with a TCP port nobody listens on now, for a server or an
+// HTTP listener a test or a tool starts.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().String(), nil
 }
 
 func randomHex(n int) (string, error) {

@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -106,7 +105,7 @@ func run() int {
 	if err := os.WriteFile(contributions, raw, 0o600); err != nil {
 		return fail(err)
 	}
-	listen, err := freeAddr()
+	listen, err := pgserver.FreeAddr()
 	if err != nil {
 		return fail(err)
 	}
@@ -193,15 +192,6 @@ func provisioned(ctx context.Context, url string) (has, lacks string, ok bool) {
 		return "", "", false
 	}
 	return has, lacks, true
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func fail(err error) int {
