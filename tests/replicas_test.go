@@ -127,12 +127,14 @@ func TestThreeReplicasOneActs(t *testing.T) {
 	// The leader's lease session ended by an operator: it stops acting, and another takes over.
 	leader = leaders(rest)[0]
 	var ended bool
+	terminated := time.Now()
 	is.NoErr(query(t, srv.URL, "", `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
 		JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
 		WHERE a.application_name LIKE 'novox-provisioner/`+m.resource+`/%/lease'`, &ended))
 	is.True(ended)
 	eventually(t, "it says it lost the lease", func() bool { return leader.count("lost the lease of "+m.resource) == 1 })
 	eventually(t, "another acts", func() bool { l := leaders(rest); return len(l) == 1 && l[0] != leader })
+	t.Logf("take-over after the lease's session was terminated, to another leading: %s", time.Since(terminated).Round(time.Millisecond))
 
 	// The server restarted: exactly one leader afterwards.
 	port := srv.Port
@@ -140,7 +142,9 @@ func TestThreeReplicasOneActs(t *testing.T) {
 	srv2, err := pgserver.Start(pgserver.Options{Dir: srv.Dir, Port: port, Settings: map[string]string{"log_statement": "all"}})
 	is.NoErr(err)
 	defer srv2.Stop()
+	restarted := time.Now()
 	eventually(t, "one leader after the restart", func() bool { return len(leaders(rest)) == 1 })
+	t.Logf("a leader again after the server was up again: %s", time.Since(restarted).Round(time.Millisecond))
 	for _, p := range rest {
 		p.passes(3)
 	}
