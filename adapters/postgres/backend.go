@@ -146,6 +146,11 @@ func New(cfg Config) (*Backend, error) {
 	pc.MaxConns = int32(pooled)
 	lockTimeout := strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10) + "ms"
 	pc.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
+	// Nothing the provider runs as a superuser in its own database resolves to an object a
+	// consumer could make there: a server that lets PUBLIC create in public (the default before
+	// PostgreSQL 15) would otherwise let a consumer's public.hashtextextended(text, integer)
+	// outbid the catalog's on the lock calls.
+	pc.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
 	application := pc.ConnConfig.RuntimeParams["application_name"]
 	if application == "" {
 		host, _ := os.Hostname()
@@ -215,16 +220,26 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 		return b.connectError(err)
 	}
 	defer conn.Release()
-	const key = "SELECT hashtextextended('novox-provisioner/' || $1, 0)"
 	// Transaction sampling is decided as a transaction starts, so it is turned off for the
 	// session here, before the role's transaction, which may carry a verifier.
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(("+key+")), set_config('log_transaction_sample_rate', '0', false)", role); err != nil {
+	var took bool
+	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+
+		"pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL", role).Scan(&took, new(bool))
+	if err == nil && !took {
+		// Held, or waited for, by somebody: sessions that are not a superuser's are ended (a
+		// consumer may take another's key in the provider's database); another provider's
+		// are waited for, at most lock_timeout.
+		if _, err = evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role, b.sayLock(role)); err == nil {
+			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+loginKey+")", role)
+		}
+	}
+	if err != nil {
 		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock(("+key+"))", role); err != nil {
+		if _, err := conn.Exec(uctx, "SELECT pg_catalog.pg_advisory_unlock("+loginKey+")", role); err != nil {
 			// A session that cannot unlock must not go back to the pool holding the lock.
 			_ = conn.Conn().Close(uctx)
 		}

@@ -314,7 +314,7 @@ func TestPasswordNeverReachesTheServerLog(t *testing.T) {
 	is.NoErr(err)
 	log := string(raw[from:])
 	is.True(strings.Contains(log, "the log is written: "+p.As)) // log_statement=all is on
-	is.True(strings.Contains(log, "pg_advisory_lock"))          // and caught the provider's statements
+	is.True(strings.Contains(log, "pg_try_advisory_lock"))      // and caught the provider's statements
 	is.True(!strings.Contains(log, p.Password))                 // never the password
 	is.True(!strings.Contains(log, "SCRAM-SHA-256$"))           // nor even its verifier
 }

@@ -66,10 +66,6 @@ func (b *Backend) Lease() *Lease {
 	return &Lease{cfg: cfg, resource: b.resource, serverError: b.serverError, log: b.log, timeout: 5 * time.Second}
 }
 
-// leaseKey is the advisory lock of the resource's leader: in a space of keys of its own, apart
-// from the per-consumer ones (a login holds no '/').
-const leaseKey = "hashtextextended('novox-provisioner-leader/' || $1, 0)"
-
 // Held answers nil while this replica holds the lease: it checks that the lease's session is
 // alive (a session-level advisory lock lives as long as its session), and where this replica
 // holds no lease, tries to take it. Each change (taken, standing by, lost) is said once.
@@ -98,8 +94,27 @@ func (l *Lease) Held(ctx context.Context) error {
 	if err != nil {
 		return l.serverError(err)
 	}
-	var took bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+leaseKey+")", l.resource).Scan(&took); err != nil {
+	took, err := l.try(ctx, conn)
+	if err == nil && !took {
+		// Held by somebody: where that is a session that is not a superuser's (a consumer that
+		// took the lease's key in the provider's database), it is ended, and the lease tried
+		// again.
+		var ended int
+		ended, err = evict(ctx, conn, leaseKey, l.resource, "the lease of "+l.resource, func(text string) {
+			if l.log != nil {
+				l.log.Log(ports.Entry{Level: slog.LevelWarn, Message: text})
+			}
+		})
+		if err == nil && ended > 0 {
+			// The lock is free once the ended session is gone: waited for, at most lock_timeout.
+			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+leaseKey+")", l.resource)
+			took = err == nil
+			if pgCode(err) == lockNotAvailable { // another replica was quicker
+				err = nil
+			}
+		}
+	}
+	if err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return l.serverError(err)
 	}
@@ -113,6 +128,13 @@ func (l *Lease) Held(ctx context.Context) error {
 		l.tell(slog.LevelInfo, fmt.Sprintf("acting: this replica now holds the lease of %s", l.resource))
 	}
 	return nil
+}
+
+// try tries to take the lease on conn.
+func (l *Lease) try(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var took bool
+	err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+leaseKey+")", l.resource).Scan(&took)
+	return took, err
 }
 
 // Leader reports whether this replica held the lease when last asked.

@@ -110,7 +110,7 @@ LEFT JOIN (pg_roles r JOIN pg_shdescription d
 type roleFacts struct {
 	exists bool
 	// powers are what make the role more than a plain login role, in words: "a superuser",
-	// "a member of admins", ...
+	// "a member of admins", "granted to alice", "the owner of sales", ...
 	powers  []string
 	comment *string
 	// asMade is whether the role already is what Create makes of it, but its password and
@@ -121,8 +121,8 @@ type roleFacts struct {
 	stored *string
 }
 
-// factsOf reads what roleFacts holds for role.
-func factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
+// factsOf reads what roleFacts holds for role, whose database is database.
+func factsOf(ctx context.Context, q pgx.Tx, role, database string) (roleFacts, error) {
 	var f roleFacts
 	err := q.QueryRow(ctx, `
 SELECT r.oid IS NOT NULL,
@@ -136,7 +136,13 @@ SELECT r.oid IS NOT NULL,
                 UNION SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN up ON m.member = up.oid)
             SELECT 'a member of ' || string_agg(g.rolname, ', ' ORDER BY g.rolname)
             FROM up JOIN pg_catalog.pg_roles g ON g.oid = up.oid
-            WHERE g.rolsuper OR g.rolcreaterole OR g.rolreplication OR g.rolbypassrls OR starts_with(g.rolname, 'pg_'))
+            WHERE g.rolsuper OR g.rolcreaterole OR g.rolreplication OR g.rolbypassrls OR starts_with(g.rolname, 'pg_')),
+           -- roles that are members of it share what it owns, its database included
+           (SELECT 'granted to ' || string_agg(g.rolname, ', ' ORDER BY g.rolname)
+            FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.member WHERE m.roleid = r.oid),
+           -- a database of somebody's the provider would drop with the role
+           (SELECT 'the owner of ' || string_agg(d.datname, ', ' ORDER BY d.datname)
+            FROM pg_catalog.pg_database d WHERE d.datdba = r.oid AND d.datname <> $2)
        ], NULL),
        pg_catalog.shobj_description(r.oid, 'pg_authid'),
        coalesce(r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls)
@@ -144,7 +150,7 @@ SELECT r.oid IS NOT NULL,
        a.rolpassword, coalesce(r.rolconnlimit, -1)
 FROM (VALUES (1)) AS one (x)
 LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $1
-LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role).Scan(&f.exists, &f.powers, &f.comment, &f.asMade, &f.stored, &f.limit)
+LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role, database).Scan(&f.exists, &f.powers, &f.comment, &f.asMade, &f.stored, &f.limit)
 	return f, err
 }
 

@@ -67,6 +67,12 @@ func TestARoleWithPowersIsNotTakenOver(t *testing.T) {
 		{"a member of a predefined role", func(e *env, role string) {
 			e.exec("", "CREATE ROLE "+role+" LOGIN PASSWORD 'theirs'", "GRANT pg_write_server_files TO "+role)
 		}, "a member of pg_write_server_files"},
+		{"granted to another role", func(e *env, role string) { // which would share its database
+			e.exec("", "CREATE ROLE "+role+" LOGIN PASSWORD 'theirs'", "CREATE ROLE "+role+"_friend LOGIN", "GRANT "+role+" TO "+role+"_friend")
+		}, "granted to %s_friend"},
+		{"the owner of another database", func(e *env, role string) { // which a drop would take with it
+			e.exec("", "CREATE ROLE "+role+" LOGIN PASSWORD 'theirs'", "CREATE DATABASE "+role+"_sales OWNER "+role)
+		}, "the owner of %s_sales"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -148,6 +154,33 @@ func TestDropFinishesWhereTheRoleOwnsAndHoldsThingsElsewhere(t *testing.T) {
 	is.Equal(tables, 1) // what it made went with it; what it was only granted stays
 	_, ok := listed(t, e.b, p.As)
 	is.True(!ok) // and its record
+}
+
+func TestDropTakesOnlyTheDatabaseItMade(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("given"))
+	e.mustCreate(p)
+	gift := p.As + "_gift"
+	e.exec("", "CREATE DATABASE "+gift+" OWNER "+p.As) // somebody handed the consumer a database
+
+	err := e.b.Drop(ctx, p.As, p.Derived)
+	is.True(err != nil) // refused, saying what to do
+	is.Equal(err.Error(), "role "+p.As+" also owns "+gift+", which the provider did not make for it; not dropped: "+
+		"give it another owner (ALTER DATABASE ... OWNER TO) or drop it, and the drop is tried again")
+	exists := func(db string) bool {
+		var n int
+		is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", db).Scan(&n))
+		return n == 1
+	}
+	is.True(exists(gift) && exists(p.As)) // the gift stays, and so does its own until the role can go
+	var login bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolcanlogin FROM pg_roles WHERE rolname = $1", p.As).Scan(&login))
+	is.True(!login) // the login is withdrawn all the same
+
+	e.exec("", "ALTER DATABASE "+gift+" OWNER TO postgres")
+	is.NoErr(e.b.Drop(ctx, p.As, p.Derived)) // then it finishes
+	is.True(exists(gift) && !exists(p.As))
 }
 
 func TestRemoveKeepsTheTimeItWasFirstWithdrawn(t *testing.T) {

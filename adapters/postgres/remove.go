@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,29 +18,29 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any) error {
-	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn) error { return nil })
+	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn, record) error { return nil })
 }
 
 // withdrawn withdraws the login as, under its lock (marking its record withdrawn where mark
-// says so), and where the role exists, then runs then.
-func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func(context.Context, *pgxpool.Conn) error) error {
+// says so), and where the role exists, then runs then with its record.
+func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func(context.Context, *pgxpool.Conn, record) error) error {
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
 	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		exists, err := b.withdrawLogin(ctx, conn, as, mark)
+		r, exists, err := b.withdrawLogin(ctx, conn, as, mark)
 		if err != nil || !exists {
 			return err
 		}
 		if err := endSessions(ctx, conn, as); err != nil {
 			return err
 		}
-		return then(ctx, conn)
+		return then(ctx, conn, r)
 	})
 }
 
 // Drop removes everything of the login as, in an order that finishes: the login first (so
-// nobody works on while it goes), then every database the role owns, then what it still owns
+// nobody works on while it goes), then its database (the one its record names), then what it still owns
 // or was granted in every other database (DROP OWNED, in each), then the role, and its record
 // with it. Objects the consumer made elsewhere are dropped, not handed to the provider: a
 // function of the consumer's owned by a superuser would run as one. A role that is gone is no
@@ -46,7 +48,7 @@ func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func
 func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
-	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn) error {
+	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn, r record) error {
 		// In one round trip: the databases the role owns, the others it holds something in,
 		// and whether it holds anything here or on shared objects besides its databases
 		// (grants on a database, a tablespace), which DROP OWNED here takes away.
@@ -64,9 +66,17 @@ SELECT ARRAY(SELECT datname::text FROM pg_catalog.pg_database, r WHERE datdba = 
 		if err != nil {
 			return fmt.Errorf("list what %s holds: %w", as, err)
 		}
-		for _, db := range owned {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
-				return fmt.Errorf("drop database %s: %w", db, err)
+		// Only the database the record names is the provider's to drop: any other the role
+		// owns was given to it by somebody else, and is kept (and so, the role).
+		database := cmp.Or(r.Database, as)
+		if others := slices.DeleteFunc(slices.Clone(owned), func(db string) bool { return db == database }); len(others) > 0 {
+			return fmt.Errorf("role %s also owns %s, which the provider did not make for it; not dropped: give %s another "+
+				"owner (ALTER DATABASE ... OWNER TO) or drop %s, and the drop is tried again", as,
+				strings.Join(others, ", "), them(len(others)), them(len(others)))
+		}
+		if slices.Contains(owned, database) {
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(database)+" WITH (FORCE)"); err != nil {
+				return fmt.Errorf("drop database %s: %w", database, err)
 			}
 		}
 		for _, db := range others {
@@ -90,21 +100,29 @@ SELECT ARRAY(SELECT datname::text FROM pg_catalog.pg_database, r WHERE datdba = 
 }
 
 // withdrawLogin takes LOGIN from the role and, where mark says so, marks its record withdrawn,
-// in one transaction.
-// It answers whether the role exists.
-func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark bool) (bool, error) {
-	var exists bool
+// in one transaction. It answers the role's record, and whether the role exists.
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark bool) (record, bool, error) {
+	var (
+		exists bool
+		r      record
+	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		f, err := factsOf(ctx, tx, as)
+		f, err := factsOf(ctx, tx, as, "")
 		if err != nil || !f.exists {
 			return err
 		}
 		exists = true
-		r, err := b.ours(as, f)
+		r, err = b.ours(as, f)
 		if errors.Is(err, errNotRecorded) {
 			return fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as)
 		}
 		if err != nil {
+			return err
+		}
+		// Its sessions end first: one of them may hold the role's row (a consumer may alter its
+		// own role in an open transaction), and NOLOGIN would wait for it to its lock_timeout,
+		// every pass. Those that log in meanwhile are ended after.
+		if _, err := tx.Exec(ctx, endSessionsSQL, as); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN"); err != nil {
@@ -118,9 +136,9 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		return setRecord(ctx, tx, as, r)
 	})
 	if err != nil {
-		return false, fmt.Errorf("withdraw login %s: %w", as, err)
+		return record{}, false, fmt.Errorf("withdraw login %s: %w", as, err)
 	}
-	return exists, nil
+	return r, exists, nil
 }
 
 // dropOwnedIn drops what role owns in db, and revokes what it was granted there.
@@ -136,9 +154,21 @@ func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
 	return nil
 }
 
+// them is "it" or "them".
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// endSessionsSQL ends every session of the role $1.
+const endSessionsSQL = "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity " +
+	"WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()"
+
 // endSessions ends every session of role.
 func endSessions(ctx context.Context, conn *pgxpool.Conn, role string) error {
-	_, err := conn.Exec(ctx, "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()", role)
+	_, err := conn.Exec(ctx, endSessionsSQL, role)
 	if err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}

@@ -39,7 +39,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 		if err != nil {
 			return err
 		}
-		f, err := factsOf(ctx, tx, pl.role)
+		f, err := factsOf(ctx, tx, pl.role, pl.database)
 		if err != nil {
 			return err
 		}
