@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +67,12 @@ SELECT ARRAY(SELECT datname::text FROM pg_catalog.pg_database, r WHERE datdba = 
 		}
 		// Only the database the record names is the provider's to drop: any other the role
 		// owns was given to it by somebody else, and is kept (and so, the role).
-		database := cmp.Or(r.Database, as)
+		database := r.Database
+		if database == "" { // a record that names none: the database as Create names it
+			if database, err = databaseOf(as, nil, r.Derived); err != nil {
+				return fmt.Errorf("drop %s: %w", as, err)
+			}
+		}
 		if others := slices.DeleteFunc(slices.Clone(owned), func(db string) bool { return db == database }); len(others) > 0 {
 			return fmt.Errorf("role %s also owns %s, which the provider did not make for it; not dropped: give %s another "+
 				"owner (ALTER DATABASE ... OWNER TO) or drop %s, and the drop is tried again", as,
