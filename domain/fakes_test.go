@@ -31,6 +31,7 @@ type fakeBackend struct {
 	mu         sync.Mutex
 	now        func() time.Time // the backend's clock; time.Now where nil
 	store      map[string]made  // what Create made, by login
+	outside    map[string]bool  // logins it did not make, by whether they hold more than it gives
 	creates    []ports.Provision
 	removes    []string
 	drops      []string
@@ -56,6 +57,7 @@ type made struct {
 	p         ports.Provision
 	withdrawn bool
 	since     time.Time
+	joined    bool // a member of another login, and another a member of it
 }
 
 var _ ports.Backend = (*fakeBackend)(nil)
@@ -76,6 +78,12 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
 	b.creates = append(b.creates, p)
 	if err := b.createErr[p.As]; err != nil {
 		return err
+	}
+	if powerful, ok := b.outside[p.As]; ok {
+		if powerful {
+			return fmt.Errorf("role %s exists, the provider did not make it, and it is a member of others; it is not taken over", p.As)
+		}
+		delete(b.outside, p.As) // adopted
 	}
 	if b.store == nil {
 		b.store = map[string]made{}
@@ -106,6 +114,9 @@ func (b *fakeBackend) Drop(_ context.Context, as string, derived map[string]any)
 	if b.dropErr != nil {
 		return b.dropErr
 	}
+	if _, ok := b.outside[as]; ok {
+		return fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as)
+	}
 	delete(b.store, as)
 	return nil
 }
@@ -132,6 +143,8 @@ func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (ports.Holdi
 		drift = append(drift, "withdrawn")
 	case b.broken:
 		drift = append(drift, "what create makes")
+	case m.joined:
+		drift = append(drift, "member of intruder", "granted to intruder")
 	}
 	if ok && m.p.Password != p.Password {
 		drift = append(drift, "password")
@@ -181,6 +194,31 @@ func (b *fakeBackend) Managed(context.Context) ([]ports.Managed, error) {
 		out = append(out, ports.Managed{As: as, Derived: m.p.Derived, Withdrawn: m.withdrawn, Since: m.since})
 	}
 	return out, nil
+}
+
+// world is what a contract test does behind the fake's back.
+func (b *fakeBackend) world() backendtest.World {
+	outside := func(powerful bool) func(*testing.T, string) {
+		return func(_ *testing.T, as string) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.outside == nil {
+				b.outside = map[string]bool{}
+			}
+			b.outside[as] = powerful
+		}
+	}
+	return backendtest.World{
+		Join: func(_ *testing.T, as string) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			m := b.store[as]
+			m.joined = true
+			b.store[as] = m
+		},
+		Plain:    outside(false),
+		Powerful: outside(true),
+	}
 }
 
 // lose takes a consumer away behind the loop's back, as a person dropping its role would.
@@ -338,9 +376,10 @@ func (w *world) pass(d time.Duration) domain.Report {
 // The fake keeps the contract the real backends keep.
 func TestFakeBackendKeepsTheContract(t *testing.T) {
 	n := 0
-	backendtest.Run(t, &fakeBackend{}, func() ports.Provision {
+	b := &fakeBackend{}
+	backendtest.Run(t, b, func() ports.Provision {
 		n++
 		as := fmt.Sprintf("consumer%d", n)
 		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
-	})
+	}, b.world())
 }

@@ -80,7 +80,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		f.wantLimit = plans[i].limit
 		facts[k] = f
-		if drift := b.drift(f); len(drift) > 0 || len(f.available) == 0 {
+		if drift := b.drift(plans[i].role, f); len(drift) > 0 || len(f.available) == 0 {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 			continue
 		}
@@ -127,15 +127,15 @@ func workOn(n, workers int, fn func(int)) {
 
 // facts are what the catalog says of one consumer's role and database.
 type facts struct {
-	role, database         bool // they exist
-	login, powers, expired bool
-	stored, comment        *string
-	limit, wantLimit       int
-	owner, open            bool     // the role owns the database; others may connect to it
-	allowed, template      bool     // datallowconn, datistemplate
-	searchPath             bool     // the role's search_path in the database is the provider's
-	verifies               bool     // the stored password was made from the minted one
-	available              []string // the extensions it names that the server has
+	role, database    bool // they exist
+	standing               // the role against the definition
+	stored, comment   *string
+	limit, wantLimit  int
+	owner, open       bool     // the role owns the database; others may connect to it
+	allowed, template bool     // datallowconn, datistemplate
+	searchPath        bool     // the role's search_path in the database is the provider's
+	verifies          bool     // the stored password was made from the minted one
+	available         []string // the extensions it names that the server has
 }
 
 // catalog asks, in one round trip, what the server holds of each role and database, and which
@@ -145,9 +145,9 @@ func (b *Backend) catalog(ctx context.Context, roles, databases, named []string,
 	batch := &pgx.Batch{}
 	batch.Queue(`
 SELECT r.oid IS NOT NULL, d.oid IS NOT NULL,
-       coalesce(r.rolcanlogin, false),
-       coalesce(r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls, false),
-       coalesce(r.rolvaliduntil <= now(), false),
+       coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
+       `+sqlMemberOf+`,
+       `+sqlGrantedTo+`,
        r.rolpassword, pg_catalog.shobj_description(r.oid, 'pg_authid'), coalesce(r.rolconnlimit, -1),
        coalesce(d.datdba = r.oid, false),
        coalesce(EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
@@ -170,7 +170,8 @@ ORDER BY w.i`, roles, databases, searchPath)
 	}
 	out := make([]facts, 0, len(roles))
 	var f facts
-	_, err = pgx.ForEachRow(rows, []any{&f.role, &f.database, &f.login, &f.powers, &f.expired, &f.stored, &f.comment,
+	_, err = pgx.ForEachRow(rows, []any{&f.role, &f.database, &f.login, &f.attributes, &f.forever, &f.expired,
+		&f.memberOf, &f.grantedTo, &f.stored, &f.comment,
 		&f.limit, &f.owner, &f.open, &f.allowed, &f.template, &f.searchPath}, func() error {
 		out = append(out, f)
 		return nil
@@ -197,25 +198,20 @@ ORDER BY w.i`, roles, databases, searchPath)
 
 // drift is what differs between what the catalog says of a consumer and what Create makes, in
 // words an operator reads; empty where nothing does. The extensions are looked into apart.
-func (b *Backend) drift(f facts) []string {
+func (b *Backend) drift(role string, f facts) []string {
 	var d []string
 	if !f.role {
 		return append(d, "role missing")
 	}
-	if r, ok := parseRecord(f.comment); !ok || r.Resource != b.resource {
+	switch r, ok := parseRecord(f.comment); {
+	case !ok || r.Resource != b.resource || b.foreign(role, r) != "":
 		d = append(d, "not recorded as the provider's")
-	} else if r.State != active {
+	case r.State != active:
 		d = append(d, "recorded withdrawn")
+	case r.V < recordVersion:
+		d = append(d, "record format") // written before the record named its login
 	}
-	if !f.login {
-		d = append(d, "login")
-	}
-	if f.powers {
-		d = append(d, "powers")
-	}
-	if f.expired {
-		d = append(d, "expired")
-	}
+	d = append(d, f.standing.drift()...)
 	if !f.verifies {
 		d = append(d, "password")
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -22,6 +23,10 @@ import (
 // recordPrefix starts every comment the provider writes on a role it manages, before the JSON.
 const recordPrefix = "novox-provisioner "
 
+// recordVersion is the format of the records this provider writes. A record of a later format
+// was written by a newer provider: it is left alone, and said once.
+const recordVersion = 1
+
 // States of a record.
 const (
 	active    = "active"
@@ -31,15 +36,39 @@ const (
 // record is what the provider keeps on a role it manages. It holds no password, nor anything
 // derived from one.
 type record struct {
+	// V is the record's format; 0 for the records written before it had one.
+	V int `json:"v,omitempty"`
+	// Login is the role the record was written on: a role renamed since (or one the record
+	// was copied to) is not the provider's. Empty in the records written before it was kept.
+	Login string `json:"login,omitempty"`
 	// Resource is the requirement of the provider that manages the role.
 	Resource string `json:"resource"`
-	// Database is the database Create made for the consumer.
+	// Database is the database the consumer asked for when it was last created.
 	Database string `json:"database"`
+	// Databases are every database the provider made, or adopted, for the consumer: a drop
+	// takes these and no other.
+	Databases []string `json:"databases,omitempty"`
 	// Derived is what the mesh derived for the consumer when it was last created.
 	Derived map[string]any `json:"derived,omitempty"`
 	// State is active or withdrawn; Since is when it was withdrawn.
 	State string     `json:"state"`
 	Since *time.Time `json:"since,omitempty"`
+}
+
+// databases are the databases the record says the provider made for the consumer: those it
+// lists, or, in a record from before it listed them, the one it names, else the one Create
+// names from what was derived.
+func (r record) databases(as string) []string {
+	switch {
+	case len(r.Databases) > 0:
+		return r.Databases
+	case r.Database != "":
+		return []string{r.Database}
+	}
+	if db, err := databaseOf(as, nil, r.Derived); err == nil {
+		return []string{db}
+	}
+	return nil
 }
 
 // parseRecord reads a role's comment; ok is false where the comment is not a record.
@@ -93,6 +122,12 @@ LEFT JOIN (pg_roles r JOIN pg_shdescription d
 			return nil
 		}
 		if r, ok := parseRecord(comment); ok && r.Resource == b.resource {
+			if why := b.foreign(*as, r); why != "" {
+				if b.said.first("record of "+*as, why) {
+					b.say(slog.LevelWarn, *as, "%s", why)
+				}
+				return nil
+			}
 			out = append(out, r.managed(*as))
 		}
 		return nil
@@ -109,48 +144,27 @@ LEFT JOIN (pg_roles r JOIN pg_shdescription d
 // roleFacts is what Create, Remove and Drop need to know of a role before they touch it.
 type roleFacts struct {
 	exists bool
-	// powers are what make the role more than a plain login role, in words: "a superuser",
-	// "a member of admins", "granted to alice", "the owner of sales", ...
-	powers  []string
+	standing
+	held    holdings
 	comment *string
-	// asMade is whether the role already is what Create makes of it, but its password and
-	// connection limit: LOGIN, no powers, valid for ever.
-	asMade bool
-	limit  int
+	limit   int
 	// stored is the role's password verifier.
 	stored *string
 }
 
-// factsOf reads what roleFacts holds for role, whose database is database.
-func factsOf(ctx context.Context, q pgx.Tx, role, database string) (roleFacts, error) {
+// factsOf reads what roleFacts holds for role, in one round trip.
+func factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
 	var f roleFacts
-	err := q.QueryRow(ctx, `
-SELECT r.oid IS NOT NULL,
-       array_remove(ARRAY[
-           CASE WHEN r.rolsuper THEN 'a superuser' END,
-           CASE WHEN r.rolcreaterole THEN 'allowed to create roles' END,
-           CASE WHEN r.rolreplication THEN 'allowed to replicate' END,
-           CASE WHEN r.rolbypassrls THEN 'allowed to bypass row security' END,
-           (WITH RECURSIVE up (oid) AS ( -- every role it is a member of, directly or not
-                SELECT m.roleid FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid
-                UNION SELECT m.roleid FROM pg_catalog.pg_auth_members m JOIN up ON m.member = up.oid)
-            SELECT 'a member of ' || string_agg(g.rolname, ', ' ORDER BY g.rolname)
-            FROM up JOIN pg_catalog.pg_roles g ON g.oid = up.oid
-            WHERE g.rolsuper OR g.rolcreaterole OR g.rolreplication OR g.rolbypassrls OR starts_with(g.rolname, 'pg_')),
-           -- roles that are members of it share what it owns, its database included
-           (SELECT 'granted to ' || string_agg(g.rolname, ', ' ORDER BY g.rolname)
-            FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.member WHERE m.roleid = r.oid),
-           -- a database of somebody's the provider would drop with the role
-           (SELECT 'the owner of ' || string_agg(d.datname, ', ' ORDER BY d.datname)
-            FROM pg_catalog.pg_database d WHERE d.datdba = r.oid AND d.datname <> $2)
-       ], NULL),
-       pg_catalog.shobj_description(r.oid, 'pg_authid'),
-       coalesce(r.rolcanlogin AND NOT (r.rolsuper OR r.rolcreatedb OR r.rolcreaterole OR r.rolreplication OR r.rolbypassrls)
-                AND r.rolvaliduntil = 'infinity', false),
-       a.rolpassword, coalesce(r.rolconnlimit, -1)
+	err := q.QueryRow(ctx, `WITH r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1), `+sqlHeldCTE+`
+SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
+       `+sqlMemberOf+`,
+       `+sqlGrantedTo+`,
+       `+sqlHeld+`,
+       pg_catalog.shobj_description(r.oid, 'pg_authid'), a.rolpassword, coalesce(r.rolconnlimit, -1)
 FROM (VALUES (1)) AS one (x)
-LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $1
-LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role, database).Scan(&f.exists, &f.powers, &f.comment, &f.asMade, &f.stored, &f.limit)
+LEFT JOIN r ON true
+LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
+		&f.memberOf, &f.grantedTo, &f.held.databases, &f.held.ownsIn, &f.held.grantedIn, &f.comment, &f.stored, &f.limit)
 	return f, err
 }
 
@@ -164,7 +178,25 @@ func (b *Backend) ours(role string, f roleFacts) (record, error) {
 	case r.Resource != b.resource:
 		return record{}, fmt.Errorf("role %s is managed by the provider of %q, not %q; it is not taken over", role, r.Resource, b.resource)
 	}
+	if why := b.foreign(role, r); why != "" {
+		return record{}, errors.New(why)
+	}
 	return r, nil
+}
+
+// foreign is why a record of this provider's on role does not make role the provider's: a
+// record of a format this provider does not know, or one written on another role (the role
+// was renamed, or the record copied); "" where it does.
+func (b *Backend) foreign(role string, r record) string {
+	switch {
+	case r.V > recordVersion:
+		return fmt.Sprintf("role %s carries a record of format %d, newer than this provider's (%d); it is left alone "+
+			"(a newer provider wrote it)", role, r.V, recordVersion)
+	case r.Login != "" && r.Login != role:
+		return fmt.Sprintf("role %s carries the provider's record of %s: it was renamed, or the record copied; "+
+			"it is not the provider's and is never repaired, withdrawn or dropped", role, r.Login)
+	}
+	return ""
 }
 
 // errNotRecorded is a role that exists and is in no provider's record.

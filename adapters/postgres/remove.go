@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,82 +16,83 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any) error {
-	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn, record) error { return nil })
+	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn, record, holdings) error { return nil })
 }
 
 // withdrawn withdraws the login as, under its lock (marking its record withdrawn where mark
-// says so), and where the role exists, then runs then with its record.
-func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func(context.Context, *pgxpool.Conn, record) error) error {
+// says so), and where the role exists, then runs then with its record and what it holds.
+func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func(context.Context, *pgxpool.Conn, record, holdings) error) error {
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
 	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		r, exists, err := b.withdrawLogin(ctx, conn, as, mark)
-		if err != nil || !exists {
+		r, f, err := b.withdrawLogin(ctx, conn, as, mark)
+		if err != nil || !f.exists {
 			return err
 		}
 		if err := endSessions(ctx, conn, as); err != nil {
 			return err
 		}
-		return then(ctx, conn, r)
+		return then(ctx, conn, r, f.held)
 	})
 }
 
-// Drop removes everything of the login as, in an order that finishes: the login first (so
-// nobody works on while it goes), then its database (the one its record names), then what it still owns
-// or was granted in every other database (DROP OWNED, in each), then the role, and its record
-// with it. Objects the consumer made elsewhere are dropped, not handed to the provider: a
-// function of the consumer's owned by a superuser would run as one. A role that is gone is no
-// error; one the record does not give this provider is refused and left as it is.
+// Drop removes everything the provider made for the login as, and nothing else, in an order
+// that finishes: the login first (so nobody works on while it goes), then the databases its
+// record names, then the privileges it was granted elsewhere, then the role, and its record
+// with it. What stops a drop is said, and nothing is dropped: a database the role owns that
+// the provider did not make for it, or objects it owns (or policies naming it) in any other
+// database, which may be somebody else's (an operator's ALTER ... OWNER TO) and are never
+// dropped with it, nor handed to the provider (a function of the consumer's owned by a
+// superuser would run as one). A role that is gone is no error; one the record does not give
+// this provider is refused and left as it is.
 func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
-	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn, r record) error {
-		// In one round trip: the databases the role owns, the others it holds something in,
-		// and whether it holds anything here or on shared objects besides its databases
-		// (grants on a database, a tablespace), which DROP OWNED here takes away.
-		var owned, others []string
-		var here bool
-		err := conn.QueryRow(ctx, `WITH r AS (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1),
-deps AS (SELECT s.* FROM pg_catalog.pg_shdepend s, r
-         WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND s.refobjid = r.oid)
-SELECT ARRAY(SELECT datname::text FROM pg_catalog.pg_database, r WHERE datdba = r.oid ORDER BY 1),
-       ARRAY(SELECT DISTINCT d.datname::text FROM deps JOIN pg_catalog.pg_database d ON d.oid = deps.dbid
-             WHERE d.datname <> current_database() ORDER BY 1),
-       EXISTS (SELECT 1 FROM deps WHERE deps.dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-               OR (deps.dbid = 0 AND NOT (deps.classid = 'pg_catalog.pg_database'::pg_catalog.regclass AND deps.deptype = 'o')))`,
-			as).Scan(&owned, &others, &here)
-		if err != nil {
-			return fmt.Errorf("list what %s holds: %w", as, err)
+	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn, r record, h holdings) error {
+		mine := r.databases(as)
+		if len(mine) == 0 {
+			return fmt.Errorf("drop %s: its record names no database", as)
 		}
-		// Only the database the record names is the provider's to drop: any other the role
-		// owns was given to it by somebody else, and is kept (and so, the role).
-		database := r.Database
-		if database == "" { // a record that names none: the database as Create names it
-			if database, err = databaseOf(as, nil, r.Derived); err != nil {
-				return fmt.Errorf("drop %s: %w", as, err)
-			}
-		}
-		if others := slices.DeleteFunc(slices.Clone(owned), func(db string) bool { return db == database }); len(others) > 0 {
+		ours := func(db string) bool { return slices.Contains(mine, db) }
+		if others := slices.DeleteFunc(slices.Clone(h.databases), ours); len(others) > 0 {
 			return fmt.Errorf("role %s also owns %s, which the provider did not make for it; not dropped: give %s another "+
 				"owner (ALTER DATABASE ... OWNER TO) or drop %s, and the drop is tried again", as,
-				strings.Join(others, ", "), them(len(others)), them(len(others)))
+				joined(others), them(len(others)), them(len(others)))
 		}
-		if slices.Contains(owned, database) {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(database)+" WITH (FORCE)"); err != nil {
-				return fmt.Errorf("drop database %s: %w", database, err)
+		if elsewhere := slices.DeleteFunc(slices.Clone(h.ownsIn), ours); len(elsewhere) > 0 {
+			places := make([]string, len(elsewhere))
+			for i, db := range elsewhere {
+				places[i] = where(db)
+			}
+			return fmt.Errorf("role %s owns objects in %s, where the provider made nothing for it; not dropped: drop them "+
+				"or give them another owner there (REASSIGN OWNED BY %s TO ...), and the drop is tried again",
+				as, joined(places), as)
+		}
+		for _, db := range h.databases {
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
+				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
-		for _, db := range others {
-			if !slices.Contains(owned, db) {
-				if err := b.dropOwnedIn(ctx, db, as); err != nil {
-					return err
-				}
+		// Elsewhere it owns nothing: DROP OWNED there only revokes what it was granted. Here it
+		// also revokes its privileges on shared objects ("").
+		var here string
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.current_database()::text").Scan(&here); err != nil {
+			return fmt.Errorf("drop %s: %w", as, err)
+		}
+		revokeHere := false
+		for _, db := range slices.DeleteFunc(slices.Clone(h.grantedIn), ours) {
+			if db == "" || db == here {
+				revokeHere = true
+				continue
+			}
+			if err := b.dropOwnedIn(ctx, db, as); err != nil {
+				return err
 			}
 		}
-		if here {
+		if revokeHere {
 			if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(as)); err != nil {
-				return fmt.Errorf("drop what %s owns: %w", as, err)
+				return fmt.Errorf("revoke what %s was granted: %w", as, err)
 			}
 		}
 		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(as)); err != nil {
@@ -105,17 +105,15 @@ SELECT ARRAY(SELECT datname::text FROM pg_catalog.pg_database, r WHERE datdba = 
 
 // withdrawLogin takes LOGIN from the role and, where mark says so, marks its record withdrawn,
 // in one transaction. It answers the role's record, and whether the role exists.
-func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark bool) (record, bool, error) {
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark bool) (record, roleFacts, error) {
 	var (
-		exists bool
-		r      record
+		f roleFacts
+		r record
 	)
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		f, err := factsOf(ctx, tx, as, "")
-		if err != nil || !f.exists {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
+		if f, err = factsOf(ctx, tx, as); err != nil || !f.exists {
 			return err
 		}
-		exists = true
 		r, err = b.ours(as, f)
 		if errors.Is(err, errNotRecorded) {
 			return fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as)
@@ -140,12 +138,13 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		return setRecord(ctx, tx, as, r)
 	})
 	if err != nil {
-		return record{}, false, fmt.Errorf("withdraw login %s: %w", as, err)
+		return record{}, roleFacts{}, fmt.Errorf("withdraw login %s: %w", as, err)
 	}
-	return r, exists, nil
+	return r, f, nil
 }
 
-// dropOwnedIn drops what role owns in db, and revokes what it was granted there.
+// dropOwnedIn drops what role owns in db, and revokes what it was granted there; Drop calls it
+// only where the role owns nothing.
 func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
 	conn, err := b.connectTo(ctx, db, false)
 	if err != nil {

@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strconv"
-	"strings"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ensureRole creates the role, or brings it back to LOGIN with no powers and the minted password,
-// and records it as managed and active, in one transaction: a crash never leaves a role of the
-// provider's unrecorded. The transaction keeps its statements out of the server's log, even if
+// ensureRole creates the role, or brings it back to the definition (standing.go) under the
+// minted password, its memberships either way revoked, and records it as managed and active,
+// in one transaction: a crash never leaves a role of the provider's unrecorded. The transaction keeps its statements out of the server's log, even if
 // they fail, and out of pg_stat_statements. A role that exists is altered only where it is the
-// provider's (the record says so) or may be adopted; its password is rewritten only where the
+// provider's (the record says so, on this very role) or is exactly what the provider would have
+// made (unadoptable says why not); its password is rewritten only where the
 // stored verifier does not verify against the minted one, and nothing is written where nothing
 // differs. It answers whether the role was adopted.
 func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, password string) (adopted bool, err error) {
@@ -39,32 +39,33 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 		if err != nil {
 			return err
 		}
-		f, err := factsOf(ctx, tx, pl.role, pl.database)
+		f, err := factsOf(ctx, tx, pl.role)
 		if err != nil {
 			return err
 		}
-		want := record{Resource: b.resource, Database: pl.database, Derived: pl.derived, State: active}
 		var had record
 		if f.exists {
 			had, err = b.ours(pl.role, f)
 			switch {
 			case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
 				return fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", pl.role)
-			case errors.Is(err, errNotRecorded) && len(f.powers) > 0:
-				return fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over",
-					pl.role, strings.Join(f.powers, ", "))
 			case errors.Is(err, errNotRecorded):
+				if why := unadoptable(f.standing, f.held, pl.database); why != "" {
+					return fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", pl.role, why)
+				}
 				adopted = true
 			case err != nil:
 				return err
 			}
 		}
-		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
-		if !f.exists || !f.asMade || f.limit != pl.limit || !verifies {
-			verb, secret := "ALTER", ""
-			if !f.exists {
-				verb = "CREATE"
+		if f.memberships() {
+			if err := revokeMemberships(ctx, tx, pl.role); err != nil {
+				return err
 			}
+		}
+		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
+		if !f.exists || !f.asMade() || f.limit != pl.limit || !verifies {
+			secret := ""
 			if !verifies {
 				verifier, err := scramVerifier(password)
 				if err != nil {
@@ -72,12 +73,21 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 				}
 				secret = " PASSWORD " + literal(verifier)
 			}
-			_, err = tx.Exec(ctx, verb+" ROLE "+ident(pl.role)+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"+
-				" NOREPLICATION NOBYPASSRLS VALID UNTIL 'infinity' CONNECTION LIMIT "+strconv.Itoa(pl.limit)+secret)
-			if err != nil {
+			if _, err = tx.Exec(ctx, roleDDL(f.exists, pl.role, pl.limit, secret)); err != nil {
 				return err
 			}
 		}
+		// The databases the provider made for the consumer before (and that the role still
+		// owns) stay in its record beside the one it asks for now: a drop takes them all.
+		databases := []string{pl.database}
+		for _, db := range had.databases(pl.role) {
+			if slices.Contains(f.held.databases, db) && !slices.Contains(databases, db) {
+				databases = append(databases, db)
+			}
+		}
+		slices.Sort(databases)
+		want := record{V: recordVersion, Login: pl.role, Resource: b.resource, Database: pl.database, Databases: databases,
+			Derived: pl.derived, State: active}
 		if adopted || !sameRecord(had, want) {
 			return setRecord(ctx, tx, pl.role, want)
 		}
@@ -92,6 +102,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 
 // sameRecord is whether two records say the same.
 func sameRecord(a, b record) bool {
-	return a.Resource == b.Resource && a.Database == b.Database && a.State == b.State && a.Since == nil && b.Since == nil &&
+	return a.V == b.V && a.Login == b.Login && a.Resource == b.Resource && a.Database == b.Database &&
+		slices.Equal(a.Databases, b.Databases) && a.State == b.State && a.Since == nil && b.Since == nil &&
 		(len(a.Derived) == 0 && len(b.Derived) == 0 || reflect.DeepEqual(a.Derived, b.Derived))
 }

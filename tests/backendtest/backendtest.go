@@ -12,10 +12,25 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
+// World is what the contract does to a backend's resources behind its back, as an operator or
+// a consumer with the backend's own tools would.
+type World struct {
+	// Join makes the login as a member of another resource's login, and another login a
+	// member of it: it then shares what they hold, and they what it holds.
+	Join func(t *testing.T, as string)
+	// Plain makes a login named as that the backend did not make, exactly as the backend would
+	// have made it: the backend may adopt it.
+	Plain func(t *testing.T, as string)
+	// Powerful makes a login named as that the backend did not make, holding more than the
+	// backend would have given it (a member of another login): the backend must refuse it.
+	Powerful func(t *testing.T, as string)
+}
+
 // Run checks b against the contract. fresh answers a consumer b has never seen, with a
 // password, values and derived that b accepts; its values may hold "name" (renamed by the
 // contract to change what is asked for). b must be the only one to manage what fresh makes.
-func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision) {
+// w does to b's resources what an operator or a consumer may.
+func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 	ctx := context.Background()
 	holds := func(t *testing.T, p ports.Provision) bool {
 		t.Helper()
@@ -197,6 +212,46 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision) {
 		}
 		if len(b.HoldsAll(ctx, nil, time.Second)) != 0 {
 			t.Fatal("answers for no consumers")
+		}
+	})
+	t.Run("a membership either way is drift, and create takes it away", func(t *testing.T) {
+		p := fresh()
+		create(t, p)
+		w.Join(t, p.As)
+		h, err := b.Holds(ctx, p)
+		if err != nil {
+			t.Fatalf("holds %s: %v", p.As, err)
+		}
+		if h.Held || len(h.Drift) == 0 {
+			t.Fatalf("a membership behind the backend's back: held %v, drift %v", h.Held, h.Drift)
+		}
+		create(t, p)
+		if !holds(t, p) {
+			t.Fatal("not held after create took the membership away")
+		}
+	})
+	t.Run("a role made as the backend makes it is adopted; one that holds more is refused and left alone", func(t *testing.T) {
+		plain, powerful := fresh(), fresh()
+		w.Plain(t, plain.As)
+		create(t, plain)
+		if !holds(t, plain) {
+			t.Fatal("a plain role not held after create adopted it")
+		}
+		if m, ok := recorded(t, plain); !ok || m.Withdrawn {
+			t.Fatalf("an adopted role recorded %v as %+v", ok, m)
+		}
+		w.Powerful(t, powerful.As)
+		if err := b.Create(ctx, powerful); err == nil {
+			t.Fatal("a role holding more than the backend gives was taken over")
+		}
+		if holds(t, powerful) {
+			t.Fatal("a refused role is held")
+		}
+		if _, ok := recorded(t, powerful); ok {
+			t.Fatal("a refused role is recorded")
+		}
+		if err := b.Drop(ctx, powerful.As, powerful.Derived); err == nil {
+			t.Fatal("a role the backend did not make was dropped")
 		}
 	})
 }
