@@ -172,8 +172,10 @@ func (c Config) check() error {
 		return fmt.Errorf("--max-connections %d: want at least 2 (one pooled, one to a consumer's database)", c.MaxConns)
 	case c.DropAfter < 0:
 		return fmt.Errorf("--drop-after %s: want zero or a positive duration", c.DropAfter)
-	case c.Settle <= 0:
-		return fmt.Errorf("--withdraw-settle %s: want a positive duration", c.Settle)
+	case c.Settle < time.Second:
+		// A mass withdrawal is held six times the settle: below a second it would be said
+		// held and done within one pass, and a writer has no time to finish a rewrite.
+		return fmt.Errorf("--withdraw-settle %s: want at least 1s", c.Settle)
 	case c.LogFormat != logger.Text && c.LogFormat != logger.JSON:
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}

@@ -120,6 +120,10 @@ type Harness struct {
 	nextDrop             time.Time
 	server               repeat // the backend's problem as a whole, while it lasts
 	mass                 bool   // a mass withdrawal is being held, and was said
+	peak                 peaks  // the most consumers managed within the last hour
+	// seenWithdrawn is when this process first saw each recorded consumer withdrawn: a
+	// drop waits DropAfter from no earlier than that, whatever the record says.
+	seenWithdrawn map[string]time.Time
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
@@ -152,6 +156,7 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
 	h.forgetAll()
 	h.twice = map[string]bool{}
+	h.seenWithdrawn = map[string]time.Time{}
 	h.step() // a loop that never gets going is stuck from its start
 	return h
 }

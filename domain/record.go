@@ -59,6 +59,11 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 	for _, m := range managed {
 		record[m.As] = m
 	}
+	for as := range h.seenWithdrawn {
+		if !record[as].Withdrawn {
+			delete(h.seenWithdrawn, as) // back, or gone: a later withdrawal counts afresh
+		}
+	}
 	h.record, h.recordRead = record, true
 	h.changes++
 	return true

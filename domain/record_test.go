@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,9 +30,15 @@ func twoApplied(t *testing.T) *world {
 // tenApplied is a world in which c0 to c9, listed, were applied by a first pass.
 func tenApplied(t *testing.T) (*world, []entry) {
 	t.Helper()
+	return applied(t, 10)
+}
+
+// applied is a world in which c0 to c(n-1), listed, were applied by a first pass.
+func applied(t *testing.T, n int) (*world, []entry) {
+	t.Helper()
 	w := newWorld(t)
 	var all []entry
-	for i := range 10 {
+	for i := range n {
 		as := fmt.Sprintf("c%d", i)
 		w.write("/s/"+as, "pw")
 		all = append(all, consumer(as, "/s/"+as))
@@ -305,10 +312,33 @@ func TestDropWaitsForDropAfterAndAConsumerBackInTimeKeepsItsData(t *testing.T) {
 	w.pass(30 * time.Minute)
 	is.Equal(w.backend.drops, []string{"b"}) // not yet
 	w.configure(domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour})
-	w.pass(30*time.Minute - settle)
-	is.Equal(w.backend.drops, []string{"b"}) // a restarted loop gives the file time to settle first
+	w.pass(30*time.Minute - settle) // the restarted loop first sees a withdrawn here
+	is.Equal(w.backend.drops, []string{"b"})
 	w.pass(settle)
-	is.Equal(w.backend.drops, []string{"b", "a"}) // an hour after it was withdrawn, restart or not
+	is.Equal(w.backend.drops, []string{"b"}) // an hour after the record's time: a record's time never shortens the wait
+	w.pass(time.Hour - settle - time.Second)
+	is.Equal(w.backend.drops, []string{"b"})
+	w.pass(time.Second)
+	is.Equal(w.backend.drops, []string{"b", "a"}) // an hour after this process first saw it withdrawn
+}
+
+// A record is not trusted to shorten the drop's delay: a role allowed to write it (CREATEROLE)
+// could date a withdrawal back to 2000 and have its database dropped at once.
+func TestAWithdrawalDatedBackIsDroppedOnlyAfterDropAfterFromWhenItWasSeen(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.configure(domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour})
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.backend.store = map[string]made{"forged": {p: ports.Provision{As: "forged"}, withdrawn: true,
+		since: w.clk.Now().Add(-26 * 365 * 24 * time.Hour)}} // dated 26 years back
+	w.pass(0)
+	w.pass(settle)
+	is.Equal(len(w.backend.drops), 0) // not at once
+	w.pass(time.Hour - settle - time.Second)
+	is.Equal(len(w.backend.drops), 0) // nor a second before the hour is up
+	w.pass(time.Second)
+	is.Equal(w.backend.drops, []string{"forged"}) // an hour after it was first seen withdrawn
 }
 
 func TestDropAfterZeroDropsAtOnce(t *testing.T) {
@@ -436,4 +466,86 @@ func TestARestartOnAStaleFileHoldsAMassWithdrawalFromTheStart(t *testing.T) {
 			is.Equal(len(w.backend.removes), 8) // a minute after the start: done
 		})
 	}
+}
+
+// The brake counts against the most consumers managed within the last hour, not the last step:
+// a file cut down in steps, each just under half of what was left, is a mass withdrawal once
+// more than half of the most are gone.
+func TestAMassWithdrawalInStepsIsStillHeld(t *testing.T) {
+	is := is.New(t)
+	w, all := applied(t, 60)
+	w.contributions(all[:31]...) // 29 of 60 leave: not more than half
+	w.pass(0)
+	r := w.pass(settle)
+	is.True(!r.MassWithdrawal)
+	is.Equal(r.Withdrawn, 29) // withdrawn after the settle
+	w.log.take()
+
+	w.contributions(all[:16]...) // 15 of the 31 left: 44 of the 60 of this hour
+	r = w.pass(time.Minute)
+	is.True(r.MassWithdrawal)
+	is.Equal(w.log.take(), []string{"WITHDRAWAL HELD: " + receives + " no longer lists 15 of the 31 consumers the provider manages " +
+		"(with those withdrawn before, 44 of the 60 it managed within the last hour); they are withdrawn only once the file has " +
+		"stayed unchanged for 1m0s. If that is not meant, put the file right now"})
+	for range 5 {
+		r = w.pass(settle)
+		is.True(r.MassWithdrawal) // held through five settle periods
+	}
+	is.Equal(len(w.backend.removes), 29)
+	r = w.pass(settle)
+	is.Equal(r.Withdrawn, 15) // then done: the operator let it stand
+	is.True(!r.MassWithdrawal)
+
+	w.contributions(all[:10]...) // 6 of the 16 left, after the held withdrawal was let stand: a new baseline
+	w.pass(0)
+	r = w.pass(settle)
+	is.True(!r.MassWithdrawal)
+	is.Equal(r.Withdrawn, 6)
+}
+
+func TestTheBaselineIsTheMostOfTheLastHour(t *testing.T) {
+	is := is.New(t)
+	w, all := applied(t, 10)
+	w.contributions(all[:6]...) // 4 of 10
+	w.pass(0)
+	is.Equal(w.pass(settle).Withdrawn, 4)
+	w.pass(time.Hour)           // the 10 of an hour ago no longer count
+	w.contributions(all[:3]...) // 3 of 6
+	w.pass(0)
+	r := w.pass(settle)
+	is.True(!r.MassWithdrawal)
+	is.Equal(r.Withdrawn, 3)
+}
+
+// What --once prints and what it does agree: it never withdraws what it says is held, and says
+// nothing of a hold it does not apply.
+func TestOnceSaysAHoldOnlyWhereItHolds(t *testing.T) {
+	t.Run("a mass withdrawal from a file that just changed is held, and the pass has not converged", func(t *testing.T) {
+		is := is.New(t)
+		w, _ := tenApplied(t)
+		w.configure(domain.Config{Once: true})
+		w.contributions()
+		w.log.take()
+		r := w.pass(0)
+		is.Equal(len(w.backend.removes), 0) // nothing withdrawn
+		is.True(r.MassWithdrawal)
+		is.True(!r.Converged()) // exit 1
+		is.Equal(w.log.take()[0], "WITHDRAWAL HELD: "+receives+" no longer lists 10 of the 10 consumers the provider manages; "+
+			"they are withdrawn only once the file has stayed unchanged for 1m0s. If that is not meant, put the file right now")
+	})
+	t.Run("from a file unchanged for five minutes it is done, and no hold is said", func(t *testing.T) {
+		is := is.New(t)
+		w, _ := tenApplied(t)
+		w.contributions()
+		old := w.clk.Now().Add(-5 * time.Minute)
+		is.NoErr(w.fs.Chtimes(receives, old, old))
+		w.configure(domain.Config{Once: true})
+		w.log.take()
+		r := w.pass(0)
+		is.Equal(len(w.backend.removes), 10)
+		is.True(r.Converged())
+		for _, line := range w.log.take() {
+			is.True(!strings.Contains(line, "HELD")) // nothing said of a hold
+		}
+	})
 }

@@ -77,9 +77,10 @@ type Report struct {
 	Watched []string
 }
 
-// Converged is whether the file was read and every listed consumer was held or created.
+// Converged is whether the file was read, every listed consumer was held or created, and no
+// withdrawal is held: what a single pass (--once) did is all it was asked to do.
 func (r Report) Converged() bool {
-	if !r.FileRead || r.Standby || r.ServerProblem != "" {
+	if !r.FileRead || r.Standby || r.ServerProblem != "" || r.WithdrawalsHeld > 0 {
 		return false
 	}
 	for _, s := range r.Consumers {

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"time"
@@ -38,7 +39,7 @@ func (h *Harness) leaving(want map[string]bool) []*leaver {
 		if _, applied := h.applied[as]; want[as] || applied {
 			continue
 		}
-		switch due := m.Since.Add(h.cfg.DropAfter); {
+		switch due := h.withdrawnSince(as, m).Add(h.cfg.DropAfter); {
 		case !m.Withdrawn:
 			out = append(out, &leaver{as: as, derived: m.Derived, active: true})
 		case h.cfg.OnWithdraw != Drop || m.Since.IsZero():
@@ -61,14 +62,48 @@ func (h *Harness) leaving(want map[string]bool) []*leaver {
 	return out
 }
 
+// withdrawnSince is when m counts as withdrawn from, for its drop: the later of what its
+// record says and when this process first saw it withdrawn. A record is not trusted to shorten
+// the delay: anyone allowed to write it could date it back.
+func (h *Harness) withdrawnSince(as string, m ports.Managed) time.Time {
+	seen, ok := h.seenWithdrawn[as]
+	if !ok {
+		seen = h.clock.Now()
+		h.seenWithdrawn[as] = seen
+	}
+	if m.Since.After(seen) {
+		return m.Since
+	}
+	return seen
+}
+
 // hold is how long the file must have stayed unchanged before leaving is withdrawn, and
-// whether that is because it would withdraw more than half of the consumers managed (and more
-// than 3): a file emptied by mistake is then given six times as long to be put right.
+// whether that is because it is a mass withdrawal: more than half (and more than 3) of the
+// most consumers managed within the last hour would then be gone, however the withdrawal was
+// split into steps. A file emptied by mistake is given six times as long to be put right.
 func (h *Harness) hold(leaving []*leaver) (time.Duration, bool) {
-	if active := countActive(leaving); active > 3 && active*2 > h.managed() {
+	if gone, most := h.goneOf(leaving); gone > 3 && gone*2 > most {
 		return massFactor * h.cfg.WithdrawSettle, true
 	}
 	return h.cfg.WithdrawSettle, false
+}
+
+// goneOf is how many of the most consumers managed within the last hour would be gone once
+// leaving is withdrawn, and that most.
+func (h *Harness) goneOf(leaving []*leaver) (gone, most int) {
+	managed := h.managed()
+	most = max(h.peak.most(), managed)
+	return most - (managed - countActive(leaving)), most
+}
+
+// earlier says, where consumers were withdrawn within the last hour before this step, how
+// many of the most managed in that hour this withdrawal would leave gone.
+func (h *Harness) earlier(leaving []*leaver) string {
+	gone, most := h.goneOf(leaving)
+	if gone == countActive(leaving) {
+		return ""
+	}
+	return fmt.Sprintf(" (with those withdrawn before, %d of the %d it managed within the last hour)", gone, most)
 }
 
 // managed counts the active consumers the provider manages, as far as the loop knows.
@@ -96,6 +131,9 @@ func (h *Harness) due(leaving []*leaver) bool {
 // settled. The lease is asked once more first: a replica that lost it must not act. Failures
 // are said the first time and every loudlyEvery-th, and tried again next pass.
 func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
+	if h.recordRead {
+		h.peak.note(h.clock.Now(), h.managed())
+	}
 	if len(leaving) == 0 {
 		h.mass = false
 		return
@@ -105,14 +143,14 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
 		return
 	}
 	need, mass := h.hold(leaving)
-	r.MassWithdrawal = mass
-	if mass && !h.mass {
-		h.say(slog.LevelError, "", "WITHDRAWAL HELD: %s no longer lists %d of the %d consumers the provider manages; "+
-			"they are withdrawn only once the file has stayed unchanged for %s. If that is not meant, put the file right now",
-			h.cfg.Receives, countActive(leaving), h.managed(), need)
-	}
-	h.mass = mass
 	if settled := h.settled(mass); settled < need {
+		r.MassWithdrawal = mass
+		if mass && !h.mass {
+			h.say(slog.LevelError, "", "WITHDRAWAL HELD: %s no longer lists %d of the %d consumers the provider manages%s; "+
+				"they are withdrawn only once the file has stayed unchanged for %s. If that is not meant, put the file right now",
+				h.cfg.Receives, countActive(leaving), h.managed(), h.earlier(leaving), need)
+		}
+		h.mass = mass
 		if h.cfg.Once {
 			h.say(slog.LevelInfo, "", "%d consumer(s) no longer in %s not withdrawn yet: it changed %s ago, and withdrawals "+
 				"wait until it has stayed unchanged for %s", len(leaving), h.cfg.Receives, settled.Round(time.Second), need)
@@ -122,7 +160,10 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
 	if !h.leading(ctx, r) {
 		return
 	}
-	r.WithdrawalsHeld, r.MassWithdrawal, h.mass = 0, false, false
+	r.WithdrawalsHeld, h.mass = 0, false
+	if mass {
+		defer func() { h.peak.reset(h.clock.Now(), h.managed()) }() // what the operator let stand is the new baseline
+	}
 
 	for _, l := range leaving {
 		if h.removing[l.as] == nil {
@@ -177,6 +218,7 @@ func (h *Harness) settleLeaver(l *leaver, r *Report) {
 		return
 	}
 	h.record[l.as] = ports.Managed{As: l.as, Derived: l.derived, Withdrawn: true, Since: h.clock.Now()}
+	h.seenWithdrawn[l.as] = h.clock.Now()
 }
 
 func countActive(leaving []*leaver) int {
@@ -188,3 +230,37 @@ func countActive(leaving []*leaver) int {
 	}
 	return n
 }
+
+// baselineWindow is how far back the mass-withdrawal brake looks for the most consumers managed.
+const baselineWindow = time.Hour
+
+// peaks keeps the most consumers managed within the last baselineWindow: samples in time order
+// whose counts fall, so that the first is the most (a monotonic queue).
+type peaks struct{ samples []sample }
+
+type sample struct {
+	at time.Time
+	n  int
+}
+
+// note counts n consumers managed at now.
+func (p *peaks) note(now time.Time, n int) {
+	for len(p.samples) > 0 && now.Sub(p.samples[0].at) > baselineWindow {
+		p.samples = p.samples[1:]
+	}
+	for len(p.samples) > 0 && p.samples[len(p.samples)-1].n <= n {
+		p.samples = p.samples[:len(p.samples)-1]
+	}
+	p.samples = append(p.samples, sample{at: now, n: n})
+}
+
+// most is the most consumers noted within the window; 0 before any.
+func (p *peaks) most() int {
+	if len(p.samples) == 0 {
+		return 0
+	}
+	return p.samples[0].n
+}
+
+// reset forgets every sample but n at now.
+func (p *peaks) reset(now time.Time, n int) { p.samples = []sample{{at: now, n: n}} }

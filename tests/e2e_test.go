@@ -17,7 +17,7 @@ import (
 // withdrawal soon after the file changed.
 func daemonArgs(m *mesh, url string, more ...string) []string {
 	return m.args(append([]string{"--database-url", url, "--every", "200ms", "--verify-every", "1s",
-		"--withdraw-settle", "500ms"}, more...)...)
+		"--withdraw-settle", "1s"}, more...)...)
 }
 
 func TestConsumerLifecycleRetain(t *testing.T) {

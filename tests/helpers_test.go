@@ -250,8 +250,13 @@ func (m *mesh) give(cs ...consumer) {
 // it started, and settled since.
 func (m *mesh) aged() {
 	m.t.Helper()
-	past := time.Now().Add(-time.Minute)
-	is.New(m.t).NoErr(os.Chtimes(m.file, past, past))
+	m.agedTo(time.Now().Add(-time.Minute))
+}
+
+// agedTo dates the contributions file back to when.
+func (m *mesh) agedTo(when time.Time) {
+	m.t.Helper()
+	is.New(m.t).NoErr(os.Chtimes(m.file, when, when))
 }
 
 // remove deletes a file of the mesh's, as a secret not written yet.

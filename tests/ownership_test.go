@@ -1,0 +1,97 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// The brake counts against the most consumers managed within the last hour: a file cut down in
+// steps, each just under half of what was left, is held once more than half of the most are
+// gone.
+func TestAWithdrawalInStepsIsHeldAgainstTheHoursMost(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	var cs []consumer
+	for range 12 {
+		cs = append(cs, consumer{as: name("step"), password: randomHex(8)})
+	}
+	m.give(cs...)
+	p := start(t, nil, daemonArgs(m, url)...)
+	eventually(t, "all 12 log in", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 12 })
+
+	m.give(cs[:7]...) // 5 of 12: not more than half
+	eventually(t, "the first step withdrawn", func() bool { return p.metric(`provisioner_withdrawals_total`) == 5 })
+	is.Equal(p.count("WITHDRAWAL HELD: "), 0)
+
+	m.give(cs[:3]...) // 4 of the 7 left: 9 of the hour's 12
+	eventually(t, "the second step held, and said", func() bool {
+		return p.count("no longer lists 4 of the 7 consumers the provider manages (with those withdrawn before, 9 of the 12 "+
+			"it managed within the last hour)") == 1
+	})
+	is.True(cs[6].logsIn(t, url)) // held
+	eventually(t, "withdrawn after six times the settle", func() bool { return !cs[6].logsIn(t, url) })
+	is.Equal(p.count("WITHDRAWAL HELD: "), 1) // said once
+}
+
+// A record's time does not shorten the drop's delay: a withdrawn record dated back to 2000,
+// written on an operator's role by someone allowed to comment on roles, is dropped no sooner
+// than --drop-after from when the provider first saw it.
+func TestAWithdrawalDatedBackWaitsTheWholeDelay(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	op := name("operator")
+	is.NoErr(query(t, url, "", "CREATE ROLE "+op+" LOGIN"))
+	is.NoErr(query(t, url, "", "CREATE DATABASE "+op+" OWNER "+op))
+	forged := fmt.Sprintf(`novox-provisioner {"v":1,"login":%q,"resource":%q,"database":%q,"databases":[%q],"state":"withdrawn",`+
+		`"since":"2000-01-01T00:00:00Z"}`, op, m.resource, op, op)
+	is.NoErr(query(t, url, "", "COMMENT ON ROLE "+op+" IS '"+forged+"'"))
+	m.give()
+	m.aged()
+
+	started := time.Now()
+	p := start(t, nil, daemonArgs(m, url, "--on-withdraw", "drop", "--drop-after", "3s", "--every", "100ms")...)
+	eventually(t, "dropped after the delay", func() bool { exists, _ := roleLeft(t, url, op); return !exists })
+	is.True(time.Since(started) >= 3*time.Second) // not at once, whatever the record said
+	is.Equal(p.count(op+": withdrawn "), 1)
+}
+
+// What --once prints and what it does agree: a mass withdrawal from a file that just changed
+// is said held, nothing is withdrawn, and it exits 1; from a file that has stayed unchanged
+// long enough it is done, and no hold is said.
+func TestOnceNeverWithdrawsWhatItSaysIsHeld(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	var cs []consumer
+	for range 6 {
+		cs = append(cs, consumer{as: name("once"), password: randomHex(8)})
+	}
+	m.give(cs...)
+	code, out := runOnce(t, nil, m.args("--database-url", url, "--once")...)
+	is.Equal(code, 0) // all made
+	m.give()
+	code, out = runOnce(t, nil, m.args("--database-url", url, "--once")...)
+	is.Equal(code, 1)                                                                        // not done
+	is.True(strings.Contains(out, "WITHDRAWAL HELD: "+m.file+" no longer lists 6 of the 6")) // said so
+	for _, c := range cs {
+		is.True(c.logsIn(t, url)) // and nothing withdrawn
+	}
+
+	m.give()
+	past := time.Now().Add(-5 * time.Minute) // unchanged for five minutes: longer than the hold
+	m.agedTo(past)
+	code, out = runOnce(t, nil, m.args("--database-url", url, "--once")...)
+	is.Equal(code, 0)
+	is.True(!strings.Contains(out, "HELD")) // no hold said where none is applied
+	for _, c := range cs {
+		is.True(!c.logsIn(t, url)) // every one withdrawn
+	}
+}
