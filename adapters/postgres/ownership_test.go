@@ -33,13 +33,22 @@ func (e *env) memberships(role string) []string {
 	return out
 }
 
+// major is the server's major version.
+func (e *env) major() int {
+	e.t.Helper()
+	var n int
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&n))
+	return n
+}
+
 func TestMembershipsEitherWayAreDriftAndTakenAway(t *testing.T) {
 	e := newEnv(t)
-	cases := []struct {
+	type grantCase = struct {
 		name  string
 		grant func(as string) []string
 		drift []string
-	}{
+	}
+	cases := []grantCase{
 		{"a predefined role", func(as string) []string { return []string{"GRANT pg_read_server_files TO " + as} },
 			[]string{"member of pg_read_server_files"}},
 		{"the superuser, with admin option", func(as string) []string { return []string{"GRANT postgres TO " + as + " WITH ADMIN OPTION"} },
@@ -54,6 +63,13 @@ func TestMembershipsEitherWayAreDriftAndTakenAway(t *testing.T) {
 			return []string{"CREATE ROLE " + as + "_helper", "CREATE ROLE " + as + "_x LOGIN", "GRANT " + as + " TO " + as + "_helper WITH ADMIN OPTION",
 				"GRANT " + as + "_helper TO " + as + "_x"}
 		}, []string{"granted to %s_helper", "granted to %s_x through %s_helper"}},
+	}
+	if e.major() >= 16 { // a membership's options and its grantor hide nothing
+		cases = append(cases, grantCase{"neither inherited nor settable, granted by another", func(as string) []string {
+			return []string{"CREATE ROLE " + as + "_grp", "CREATE ROLE " + as + "_granter CREATEROLE", "GRANT " + as + "_grp TO " + as + "_granter WITH ADMIN OPTION",
+				"GRANT " + as + "_grp TO " + as + " WITH INHERIT FALSE, SET FALSE GRANTED BY " + as + "_granter",
+				"GRANT " + as + "_grp TO " + as + " WITH INHERIT TRUE"} // two grants, two grantors
+		}, []string{"member of %s_grp"}})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,6 +148,16 @@ func TestOnlyARoleAsTheProviderWouldHaveMadeItIsAdopted(t *testing.T) {
 		{"granted another database", func(e *env, r string) {
 			e.exec("", "CREATE ROLE "+r+" LOGIN PASSWORD 'theirs'", "CREATE DATABASE "+r+"_warehouse", "GRANT CONNECT ON DATABASE "+r+"_warehouse TO "+r)
 		}, "granted privileges in %s_warehouse"},
+	}
+	if newEnv(t).major() >= 16 { // options that only say how a membership is used hide nothing
+		cases = append(cases, struct {
+			name  string
+			setup func(e *env, role string)
+			says  string
+		}{"a member that neither inherits nor may set the role", func(e *env, r string) {
+			e.exec("", "CREATE ROLE "+r+"_finance NOLOGIN", "CREATE ROLE "+r+" LOGIN PASSWORD 'theirs'",
+				"GRANT "+r+"_finance TO "+r+" WITH INHERIT FALSE, SET FALSE")
+		}, "a member of %s_finance"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
