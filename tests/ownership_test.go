@@ -95,3 +95,36 @@ func TestOnceNeverWithdrawsWhatItSaysIsHeld(t *testing.T) {
 		is.True(!c.logsIn(t, url)) // every one withdrawn
 	}
 }
+
+// An operator's rename takes a role out of the provider's hands: the record names its login,
+// so the renamed role is said once and never withdrawn or dropped, and its data stays, though
+// the consumer it was made for is still listed and cannot be made again over its database.
+func TestARenameLosesNoData(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	v := consumer{as: name("v"), password: randomHex(8)}
+	m.give(v)
+	p := start(t, nil, daemonArgs(m, url, "--on-withdraw", "drop", "--drop-after", "1s")...)
+	eventually(t, "v logs in", func() bool { return v.logsIn(t, url) })
+	is.NoErr(query(t, url, v.as, "CREATE TABLE notes AS SELECT 42 AS x"))
+	parked := v.as + "_parked"
+	is.NoErr(query(t, url, "", "ALTER ROLE "+v.as+" RENAME TO "+parked))
+	t.Cleanup(func() {
+		_ = query(t, url, "", "DROP DATABASE IF EXISTS "+v.as+" WITH (FORCE)")
+		_ = query(t, url, "", "DROP ROLE IF EXISTS "+parked)
+		_ = query(t, url, "", "DROP ROLE IF EXISTS "+v.as)
+	})
+
+	eventually(t, "the renamed role said", func() bool { return p.count("role "+parked+" carries the provider's record of "+v.as) == 1 })
+	eventually(t, "v's create refused over the parked database", func() bool {
+		return p.count(`the database exists and is owned by "`+parked+`"`) >= 1
+	})
+	p.passes(20)                                  // 4 s of passes: past the settle and the drop's delay
+	is.Equal(p.count(parked+": no longer in"), 0) // never withdrawn
+	is.Equal(p.count("dropping it"), 0)           // nor dropped
+	var x int
+	is.NoErr(query(t, url, v.as, "SELECT x FROM notes", &x))
+	is.Equal(x, 42)                                                       // the data is there
+	is.Equal(p.count("role "+parked+" carries the provider's record"), 1) // said once
+}
