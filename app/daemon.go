@@ -134,6 +134,7 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 		d.setWhy("")
 	}
 	d.metrics.leader.Set(boolean(d.lease.Leader()))
+	d.metrics.Mode(string(d.backend.Mode()))
 	d.metrics.Observe(r, reached)
 }
 
@@ -175,6 +176,7 @@ type statusDoc struct {
 	Resource      string          `json:"resource"`
 	Version       string          `json:"version"`
 	Role          string          `json:"role"`
+	Mode          string          `json:"mode,omitempty"`
 	Ready         bool            `json:"ready"`
 	NotReady      string          `json:"not_ready,omitempty"`
 	LastPass      *passDoc        `json:"last_pass,omitempty"`
@@ -192,8 +194,8 @@ type passDoc struct {
 
 func (d *daemon) status() statusDoc {
 	why := *d.why.Load()
-	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Ready: why == "", NotReady: why,
-		Consumers: []domain.Status{}}
+	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.backend.Mode()),
+		Ready: why == "", NotReady: why, Consumers: []domain.Status{}}
 	if r := d.last.Load(); r != nil {
 		doc.LastPass = &passDoc{Took: r.Took.String(), FileRead: r.FileRead, BadEntries: r.BadEntries,
 			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}

@@ -26,6 +26,7 @@ type Metrics struct {
 	duration           prometheus.Histogram
 	readable, reached  prometheus.Gauge
 	leader             prometheus.Gauge
+	mode               *prometheus.GaugeVec
 }
 
 // NewMetrics returns Metrics for the given resource, with Go and process metrics beside them.
@@ -62,9 +63,12 @@ func NewMetrics(resource string) *Metrics {
 			Help: "1 when the server answered after the last pass.", ConstLabels: labels}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_leader",
 			Help: "1 while this replica holds the lease and acts, 0 while it stands by.", ConstLabels: labels}),
+		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_mode",
+			Help: "1 for the mode the provider's role was last found in: superuser, or delegated (CREATEROLE and CREATEDB).",
+			ConstLabels: labels}, []string{"role"}),
 	}
 	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.mass, m.failures, m.unchecked,
-		m.duration, m.readable, m.reached, m.leader,
+		m.duration, m.readable, m.reached, m.leader, m.mode,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range domain.States {
 		m.consumers.WithLabelValues(string(s))
@@ -114,4 +118,11 @@ func boolean(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Mode records the mode the provider's role was last found in; "" before it was.
+func (m *Metrics) Mode(mode string) {
+	for _, known := range []string{"superuser", "delegated"} {
+		m.mode.WithLabelValues(known).Set(boolean(known == mode))
+	}
 }

@@ -198,11 +198,11 @@ func TestHealthAndMetrics(t *testing.T) {
 	is.Equal(p.metric(`provisioner_contributions_readable`), 1.0)
 }
 
-func TestAProviderThatIsNotASuperuserIsToldSo(t *testing.T) {
+func TestAProviderThatMayNeitherCreateRolesNorDatabasesIsToldSo(t *testing.T) {
 	is := is.New(t)
 	srv := pgserver.Shared(t)
 	weak := name("weak")
-	is.NoErr(query(t, srv.URL, "", "CREATE ROLE "+weak+" LOGIN CREATEROLE CREATEDB PASSWORD 'weak-pw'"))
+	is.NoErr(query(t, srv.URL, "", "CREATE ROLE "+weak+" LOGIN CREATEDB PASSWORD 'weak-pw'"))
 	u, err := url.Parse(srv.URL)
 	is.NoErr(err)
 	u.User = url.UserPassword(weak, "weak-pw")
@@ -211,14 +211,52 @@ func TestAProviderThatIsNotASuperuserIsToldSo(t *testing.T) {
 	code, out := runOnce(t, nil, m.args("--once", "--database-url", u.String())...)
 	is.Equal(code, 1)
 	is.True(strings.HasPrefix(out, "[provisioner:"+m.resource+"] the server "+weak+"@127.0.0.1:")) // the first line says it
-	is.True(strings.Contains(out, "the provider's role "+weak+" is not a superuser"))
+	is.True(strings.Contains(out, "the provider's role "+weak+" is not a superuser and lacks CREATEROLE"))
 	is.True(!strings.Contains(out, "permission denied")) // not a consumer's failure
 
 	p := start(t, nil, daemonArgs(m, u.String())...)
-	eventually(t, "the warning", func() bool { return p.count("is not a superuser") == 1 })
+	eventually(t, "the warning", func() bool { return p.count("lacks CREATEROLE") == 1 })
 	p.passes(3)
-	is.Equal(p.count("is not a superuser"), 1) // said once
+	is.Equal(p.count("lacks CREATEROLE"), 1) // said once
 	code, body := p.get("/readyz")
 	is.Equal(code, 503)
-	is.True(strings.Contains(body, "is not a superuser")) // the real reason
+	is.True(strings.Contains(body, "lacks CREATEROLE")) // the real reason
+}
+
+// A provider whose role may create roles and databases and is not a superuser, as the admin
+// of a managed server is, runs in delegated mode: letta gets its login, database and trusted
+// extension, its password is checked by logging in, and the mode is named.
+func TestAProviderWithoutASuperuserRunsDelegated(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	prov := name("prov")
+	is.NoErr(query(t, srv.URL, "", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw'"))
+	is.NoErr(query(t, srv.URL, "", "ALTER ROLE "+prov+" SET log_parameter_max_length = 0")) // the test server logs every statement
+	u, err := url.Parse(srv.URL)
+	is.NoErr(err)
+	u.User = url.UserPassword(prov, "prov-pw")
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8), extensions: []string{"pg_trgm", "dblink"}}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, u.String())...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
+	eventually(t, "letta has pg_trgm", func() bool {
+		var n int
+		return query(t, srv.URL, letta.as, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'", &n) == nil && n == 1
+	})
+	eventually(t, "dblink refused, said once", func() bool {
+		return p.count(letta.as+": extension dblink is refused by the server") == 1
+	})
+	is.Equal(p.count("delegated mode"), 1)
+	is.Equal(p.metric(`provisioner_mode{role="delegated"}`), 1.0)
+	_, body := p.get("/status")
+	var status struct{ Mode string }
+	is.NoErr(json.Unmarshal([]byte(body), &status))
+	is.Equal(status.Mode, "delegated")
+	is.NoErr(query(t, srv.URL, "", "ALTER ROLE "+letta.as+" PASSWORD 'behind-its-back'"))
+	eventually(t, "the password drift found by logging in, and repaired", func() bool {
+		return p.count(letta.as+": what drifted: password") == 1 && letta.logsIn(t, srv.URL)
+	})
+	p.passes(3)
+	is.Equal(p.count("extension dblink is refused"), 1) // still said once
 }

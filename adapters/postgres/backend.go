@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,9 +38,10 @@ const (
 
 // SQLSTATEs this adapter tells apart.
 const (
-	undefinedObject   = "42704"
-	duplicateDatabase = "42P04"
-	lockNotAvailable  = "55P03"
+	undefinedObject       = "42704"
+	duplicateDatabase     = "42P04"
+	lockNotAvailable      = "55P03"
+	insufficientPrivilege = "42501"
 )
 
 // Config is how to reach the server and what to do on withdrawal.
@@ -114,6 +117,11 @@ type Backend struct {
 	// verified remembers which stored verifiers a password was checked against, so that a
 	// verify pass does not run PBKDF2 (4096 rounds) per consumer while nothing changed.
 	verified verifiedCache
+	// role is the provider's mode and the server's version, as last read.
+	role atomic.Pointer[serverRole]
+	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
+	// provider that is not a superuser: not checked for, as those it does not have.
+	refusedExt sync.Map
 }
 
 var _ ports.Backend = (*Backend)(nil)
@@ -221,10 +229,14 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	}
 	defer conn.Release()
 	// Transaction sampling is decided as a transaction starts, so it is turned off for the
-	// session here, before the role's transaction, which may carry a verifier.
+	// session here, before the role's transaction, which may carry a verifier. Only a superuser
+	// may; a server that samples is refused in delegated mode (quiet).
+	sampling := "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
+	if b.delegated() {
+		sampling = "true"
+	}
 	var took bool
-	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+
-		"pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL", role).Scan(&took, new(bool))
+	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling, role).Scan(&took, new(bool))
 	if err == nil && !took {
 		// Held, or waited for, by somebody: sessions that are not a superuser's are ended (a
 		// consumer may take another's key in the provider's database); another provider's
@@ -324,6 +336,15 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // The server runs with standard_conforming_strings on (its default since 9.1): only quotes need
 // doubling.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// pgMessage is the server's message of err, or err's text where it is not from the server.
+func pgMessage(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	return err.Error()
+}
 
 // pgCode is err's SQLSTATE, or "" where err is not from the server.
 func pgCode(err error) string {

@@ -65,22 +65,24 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	}
 	// The stored verifiers, checked on every core: a process that has not checked them before
 	// (a start, a take-over) runs PBKDF2 once for each.
+	// A provider that is not a superuser cannot read them: it logs in with the password below.
+	delegated := b.delegated()
 	workOn(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
-		facts[k].verifies = facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, plans[i].role)
+		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, plans[i].role)
 	})
 	var deep []int // the consumers whose databases must be looked into
 	for k, i := range index {
 		f := facts[k]
 		f.available = make([]string, 0, len(plans[i].extensions))
 		for _, x := range plans[i].extensions {
-			if available[x] && b.allows(x) {
+			if _, refused := b.refusedExt.Load(plans[i].role + "/" + x); available[x] && b.allows(x) && !refused {
 				f.available = append(f.available, x)
 			}
 		}
 		f.wantLimit = plans[i].limit
 		facts[k] = f
-		if drift := b.drift(plans[i].role, f); len(drift) > 0 || len(f.available) == 0 {
+		if drift := b.drift(plans[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 			continue
 		}
@@ -94,13 +96,26 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 			defer wg.Done()
 			dctx, cancel := context.WithTimeout(ctx, each)
 			defer cancel()
-			drift, err := b.inDatabase(dctx, plans[i], facts[k].available)
-			if err != nil {
-				out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
-				return
+			if delegated {
+				switch ok, err := b.logsIn(dctx, plans[i], ps[i].Password); {
+				case err != nil:
+					out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", plans[i].role, err)
+					return
+				case !ok:
+					out[i].Holding = ports.Holding{Drift: []string{"password"}}
+					return
+				}
 			}
-			if !facts[k].searchPath {
-				drift = append(drift, "search_path setting")
+			var drift []string
+			if len(facts[k].available) > 0 {
+				var err error
+				if drift, err = b.inDatabase(dctx, plans[i], facts[k].available); err != nil {
+					out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+					return
+				}
+				if !facts[k].searchPath {
+					drift = append(drift, "search_path setting")
+				}
 			}
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 		}()
@@ -132,6 +147,7 @@ type facts struct {
 	stored, comment   *string
 	limit, wantLimit  int
 	owner, open       bool     // the role owns the database; others may connect to it
+	provides          bool     // the provider may connect to it and create in it
 	allowed, template bool     // datallowconn, datistemplate
 	searchPath        bool     // the role's search_path in the database is the provider's
 	verifies          bool     // the stored password was made from the minted one
@@ -143,21 +159,27 @@ type facts struct {
 // where some are named).
 func (b *Backend) catalog(ctx context.Context, roles, databases, named []string, searchPath string) ([]facts, map[string]bool, error) {
 	batch := &pgx.Batch{}
-	batch.Queue(`
+	relation, stored := "pg_catalog.pg_authid", "r.rolpassword"
+	if b.delegated() { // stored verifiers are a superuser's to read
+		relation, stored = "pg_catalog.pg_roles", "NULL::text"
+	}
+	batch.Queue(`WITH RECURSIVE w AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)),
+roots AS (SELECT r.oid FROM `+relation+` r JOIN w ON r.rolname = w.role), `+sqlMemberships+`
 SELECT r.oid IS NOT NULL, d.oid IS NOT NULL,
        coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
-       `+sqlMemberOf+`,
-       `+sqlGrantedTo+`,
-       r.rolpassword, pg_catalog.shobj_description(r.oid, 'pg_authid'), coalesce(r.rolconnlimit, -1),
+       `+sqlMembershipColumns+`,
+       `+stored+`, pg_catalog.shobj_description(r.oid, 'pg_authid'), coalesce(r.rolconnlimit, -1),
        coalesce(d.datdba = r.oid, false),
        coalesce(EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
-                        WHERE a.privilege_type = 'CONNECT' AND a.grantee <> d.datdba), false),
+                        WHERE a.privilege_type = 'CONNECT' AND `+sqlOthers+`), false),
+       coalesce(pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE'), false),
        coalesce(d.datallowconn, false), coalesce(d.datistemplate, false),
        coalesce((SELECT 'search_path=' || $3 = ANY(s.setconfig) FROM pg_catalog.pg_db_role_setting s
                  WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false)
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)
-LEFT JOIN pg_catalog.pg_authid r ON r.rolname = w.role
+FROM w
+LEFT JOIN `+relation+` r ON r.rolname = w.role
 LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
+`+sqlMembershipJoins+`
 ORDER BY w.i`, roles, databases, searchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
@@ -172,7 +194,7 @@ ORDER BY w.i`, roles, databases, searchPath)
 	var f facts
 	_, err = pgx.ForEachRow(rows, []any{&f.role, &f.database, &f.login, &f.attributes, &f.forever, &f.expired,
 		&f.memberOf, &f.grantedTo, &f.stored, &f.comment,
-		&f.limit, &f.owner, &f.open, &f.allowed, &f.template, &f.searchPath}, func() error {
+		&f.limit, &f.owner, &f.open, &f.provides, &f.allowed, &f.template, &f.searchPath}, func() error {
 		out = append(out, f)
 		return nil
 	})
@@ -227,6 +249,9 @@ func (b *Backend) drift(role string, f facts) []string {
 	if f.open {
 		d = append(d, "open to others")
 	}
+	if !f.provides {
+		d = append(d, "closed to the provider")
+	}
 	if !f.allowed {
 		d = append(d, "connections not allowed")
 	}
@@ -248,7 +273,7 @@ func (b *Backend) inDatabase(ctx context.Context, pl plan, names []string) ([]st
 	var schemaOK bool
 	var installed []string
 	err = conn.QueryRow(ctx, `
-SELECT coalesce((SELECT r.rolsuper
+SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
                         AND pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
                         AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
                         AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
@@ -269,4 +294,33 @@ SELECT coalesce((SELECT r.rolsuper
 		}
 	}
 	return drift, nil
+}
+
+// logsIn is whether the consumer's role logs in to its database with password, asked by
+// logging in as it (a SCRAM exchange on a short-lived connection of the Backend's budget for
+// connections to consumers' databases): how a provider that cannot read stored verifiers
+// checks the password. ok is false only where the server refused the password; any other
+// refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
+// the database not accepting connections) is an error: the password could not be checked.
+func (b *Backend) logsIn(ctx context.Context, pl plan, password string) (ok bool, err error) {
+	select {
+	case b.databases <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-b.databases }()
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.User, cfg.Password, cfg.Database = pl.role, password, pl.database
+	cfg.RuntimeParams = map[string]string{"application_name": b.application}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if pgCode(err) == invalidPassword {
+		return false, nil
+	}
+	if code := pgCode(err); code != "" {
+		return false, fmt.Errorf("%s (%s)", pgMessage(err), code)
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, conn.Close(context.WithoutCancel(ctx))
 }

@@ -16,8 +16,12 @@ type dbFacts struct {
 	owner    string
 	allowed  bool     // datallowconn
 	template bool     // datistemplate
-	open     []string // who besides the owner may connect: PUBLIC or roles granted CONNECT
+	open     []string // who besides the owner and the provider may connect: PUBLIC or roles granted CONNECT
+	provides bool     // the provider may connect to it and create in it
 }
+
+// sqlOthers is an ACL item a of a database d that is not its owner's nor the provider's.
+const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)`
 
 // databaseFacts reads dbFacts for db.
 func databaseFacts(ctx context.Context, conn *pgxpool.Conn, db string) (dbFacts, error) {
@@ -26,8 +30,9 @@ func databaseFacts(ctx context.Context, conn *pgxpool.Conn, db string) (dbFacts,
 SELECT pg_catalog.pg_get_userbyid(d.datdba), d.datallowconn, d.datistemplate,
        ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END
              FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
-             WHERE a.privilege_type = 'CONNECT' AND a.grantee <> d.datdba ORDER BY 1)
-FROM pg_catalog.pg_database d WHERE d.datname = $1`, db).Scan(&f.owner, &f.allowed, &f.template, &f.open)
+             WHERE a.privilege_type = 'CONNECT' AND `+sqlOthers+` ORDER BY 1),
+       pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE')
+FROM pg_catalog.pg_database d WHERE d.datname = $1`, db).Scan(&f.owner, &f.allowed, &f.template, &f.open, &f.provides)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dbFacts{}, nil
 	}
@@ -61,24 +66,13 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 	if f.owner != role {
 		return fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role)
 	}
-	if len(f.open) > 0 {
-		// PUBLIC's default rights include CONNECT and TEMPORARY; others are revoked as found.
-		_, err := conn.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+ident(db)+" FROM PUBLIC")
-		if err != nil {
+	if len(f.open) > 0 || !f.allowed || f.template || b.delegated() && !f.provides {
+		if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f) }); err != nil {
 			return err
 		}
-		for _, grantee := range f.open {
-			if grantee == "PUBLIC" {
-				continue
-			}
-			if _, err := conn.Exec(ctx, "REVOKE CONNECT ON DATABASE "+ident(db)+" FROM "+ident(grantee)); err != nil {
-				return err
-			}
-		}
-		var ended int
-		err = conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
-JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
-WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()`, db, role).Scan(&ended)
+	}
+	if len(f.open) > 0 {
+		ended, err := b.endOthers(ctx, conn, db, role)
 		if err != nil {
 			return fmt.Errorf("end the sessions of others: %w", err)
 		}
@@ -87,9 +81,47 @@ WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_cata
 				role, db, f.open, ended)
 		}
 	}
+	return nil
+}
+
+// closeAndOpen, as the database's owner, takes from everyone but its owner the right to
+// connect to db (PUBLIC's default rights include CONNECT and TEMPORARY; others are revoked as
+// found), then lets connections in and makes sure it is no template. A provider that is not a
+// superuser keeps CREATE on it, to make its extensions schema there.
+func (b *Backend) closeAndOpen(ctx context.Context, tx pgx.Tx, db string, f dbFacts) error {
+	if len(f.open) > 0 {
+		if _, err := tx.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+ident(db)+" FROM PUBLIC"); err != nil {
+			return err
+		}
+		for _, grantee := range f.open {
+			if grantee == "PUBLIC" || grantee == b.self {
+				continue
+			}
+			if _, err := tx.Exec(ctx, "REVOKE CONNECT ON DATABASE "+ident(db)+" FROM "+ident(grantee)); err != nil {
+				return err
+			}
+		}
+	}
+	if b.delegated() && !f.provides {
+		if _, err := tx.Exec(ctx, "GRANT CONNECT, CREATE ON DATABASE "+ident(db)+" TO "+ident(b.self)); err != nil {
+			return err
+		}
+	}
 	if !f.allowed || f.template {
-		_, err := conn.Exec(ctx, "ALTER DATABASE "+ident(db)+" WITH ALLOW_CONNECTIONS true IS_TEMPLATE false")
-		return err
+		if _, err := tx.Exec(ctx, "ALTER DATABASE "+ident(db)+" WITH ALLOW_CONNECTIONS true IS_TEMPLATE false"); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// endOthers ends the sessions in db of everyone but its owner role and superusers, where the
+// provider may end them, and answers how many it ended.
+func (b *Backend) endOthers(ctx context.Context, conn *pgxpool.Conn, db, role string) (int, error) {
+	var ended int
+	err := conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()
+  AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`, db, role).Scan(&ended)
+	return ended, err
 }

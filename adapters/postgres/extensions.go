@@ -121,7 +121,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl p
 		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	if err := ensureSchema(ctx, db.Conn, pl.role); err != nil {
+	if err := b.ensureSchema(ctx, db.Conn, pl.role); err != nil {
 		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
 	}
 	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
@@ -151,17 +151,28 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl p
 			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " CASCADE"
 		}
 		if _, err := db.Exec(ctx, statement); err != nil {
+			if b.delegated() && pgCode(err) == insufficientPrivilege {
+				// The server does not let a provider that is not a superuser create it (not
+				// trusted, not on the platform's allow-list): said once, and the rest go on.
+				if b.said.first(pl.role+"/"+x.name+"/refused", pgMessage(err)) {
+					b.say(slog.LevelWarn, pl.role, "%s: extension %s is refused by the server (%s); skipped", pl.role, x.name, pgMessage(err))
+				}
+				b.refusedExt.Store(pl.role+"/"+x.name, true)
+				continue
+			}
 			return fmt.Errorf("create extension %s in %s: %w", x.name, pl.database, err)
 		}
+		b.refusedExt.Delete(pl.role + "/" + x.name)
+		b.said.clear(pl.role + "/" + x.name + "/refused")
 	}
 	return ensureSearchPath(ctx, conn, pl)
 }
 
-// ensureSchema makes the provider's schema in the connected database, or checks that a
-// superuser owns the one there: a schema of that name the consumer made first is its own to
-// create objects in, and is refused. The consumer's role may use it, and nobody but its owner
-// create in it.
-func ensureSchema(ctx context.Context, db *pgx.Conn, role string) error {
+// ensureSchema makes the provider's schema in the connected database, or checks that the one
+// there is the provider's (a superuser's, or where the provider is not a superuser, its own
+// role's): a schema of that name the consumer made first is its own to create objects in, and
+// is refused. The consumer's role may use it, and nobody but its owner create in it.
+func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) error {
 	var owner *string
 	var super bool
 	err := db.QueryRow(ctx, `SELECT pg_catalog.pg_get_userbyid(n.nspowner), r.rolsuper FROM pg_catalog.pg_namespace n
@@ -173,8 +184,8 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 		}
 	case err != nil:
 		return err
-	case !super:
-		return fmt.Errorf("schema %s exists and is owned by %s, not by a superuser: extensions are not created where "+
+	case !super && *owner != b.self:
+		return fmt.Errorf("schema %s exists and is owned by %s, not by the provider: extensions are not created where "+
 			"others may create objects", extensionSchema, *owner)
 	}
 	_, err = db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+

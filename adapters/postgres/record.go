@@ -98,45 +98,46 @@ func (r record) managed(as string) ports.Managed {
 	return m
 }
 
-// Managed lists the consumers this provider's record names, active or withdrawn, in one round
-// trip that also checks the server as a whole: reachable, the provider let in, and a superuser.
-// Its error says what is wrong with the server, and what to do.
+// Managed lists the consumers this provider's record names, active or withdrawn, after it checked
+// the server as a whole: reachable, the provider let in, and a superuser or allowed to create
+// roles and databases (its mode, read afresh each time). Its error says what is wrong with the
+// server, and what to do.
 func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
+	var super, createRole, createDB bool
+	var version int
+	var loud []string
+	if err := b.pool.QueryRow(ctx, sqlServerRole).Scan(&super, &createRole, &createDB, &version, &loud); err != nil {
+		return nil, b.serverError(err)
+	}
+	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
+		return nil, err
+	}
 	rows, err := b.pool.Query(ctx, `
-SELECT s.super, r.rolname::text, d.description
-FROM (SELECT rolsuper AS super FROM pg_roles WHERE rolname = current_user) s
-LEFT JOIN (pg_roles r JOIN pg_shdescription d
-           ON d.objoid = r.oid AND d.classoid = 'pg_authid'::regclass AND starts_with(d.description, $1))
-       ON true`, recordPrefix)
+SELECT r.rolname::text, d.description
+FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
+  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
 	if err != nil {
 		return nil, b.serverError(err)
 	}
 	var (
-		super   bool
 		out     []ports.Managed
-		as      *string
+		as      string
 		comment *string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&super, &as, &comment}, func() error {
-		if as == nil {
-			return nil
-		}
+	_, err = pgx.ForEachRow(rows, []any{&as, &comment}, func() error {
 		if r, ok := parseRecord(comment); ok && r.Resource == b.resource {
-			if why := b.foreign(*as, r); why != "" {
-				if b.said.first("record of "+*as, why) {
-					b.say(slog.LevelWarn, *as, "%s", why)
+			if why := b.foreign(as, r); why != "" {
+				if b.said.first("record of "+as, why) {
+					b.say(slog.LevelWarn, as, "%s", why)
 				}
 				return nil
 			}
-			out = append(out, r.managed(*as))
+			out = append(out, r.managed(as))
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, b.serverError(err)
-	}
-	if !super {
-		return nil, b.notSuperuser()
 	}
 	return out, nil
 }
@@ -152,18 +153,24 @@ type roleFacts struct {
 	stored *string
 }
 
-// factsOf reads what roleFacts holds for role, in one round trip.
-func factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
+// factsOf reads what roleFacts holds for role, in one round trip; a provider that is not a
+// superuser cannot read stored verifiers.
+func (b *Backend) factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
 	var f roleFacts
-	err := q.QueryRow(ctx, `WITH r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1), `+sqlHeldCTE+`
+	stored, join := "a.rolpassword", "LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid"
+	if b.delegated() {
+		stored, join = "NULL::text", ""
+	}
+	err := q.QueryRow(ctx, `WITH RECURSIVE r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1),
+roots AS (SELECT oid FROM r), `+sqlMemberships+`, `+sqlHeldCTE+`
 SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
-       `+sqlMemberOf+`,
-       `+sqlGrantedTo+`,
+       `+sqlMembershipColumns+`,
        `+sqlHeld+`,
-       pg_catalog.shobj_description(r.oid, 'pg_authid'), a.rolpassword, coalesce(r.rolconnlimit, -1)
+       pg_catalog.shobj_description(r.oid, 'pg_authid'), `+stored+`, coalesce(r.rolconnlimit, -1)
 FROM (VALUES (1)) AS one (x)
 LEFT JOIN r ON true
-LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid`, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
+`+sqlMembershipJoins+`
+`+join, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
 		&f.memberOf, &f.grantedTo, &f.held.databases, &f.held.ownsIn, &f.held.grantedIn, &f.comment, &f.stored, &f.limit)
 	return f, err
 }

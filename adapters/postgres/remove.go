@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,7 +31,7 @@ func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func
 		if err != nil || !f.exists {
 			return err
 		}
-		if err := endSessions(ctx, conn, as); err != nil {
+		if err := b.endSessions(ctx, conn, as); err != nil {
 			return err
 		}
 		return then(ctx, conn, r, f.held)
@@ -70,7 +71,7 @@ func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) e
 				as, joined(places), as)
 		}
 		for _, db := range h.databases {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
+			if err := b.dropDatabase(ctx, conn, db, as); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
@@ -91,7 +92,10 @@ func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) e
 			}
 		}
 		if revokeHere {
-			if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(as)); err != nil {
+			if err := b.asOwner(ctx, conn, as, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "DROP OWNED BY "+ident(as))
+				return err
+			}); err != nil {
 				return fmt.Errorf("revoke what %s was granted: %w", as, err)
 			}
 		}
@@ -111,7 +115,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		r record
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		if f, err = factsOf(ctx, tx, as); err != nil || !f.exists {
+		if f, err = b.factsOf(ctx, tx, as); err != nil || !f.exists {
 			return err
 		}
 		r, err = b.ours(as, f)
@@ -124,7 +128,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		// Its sessions end first: one of them may hold the role's row (a consumer may alter its
 		// own role in an open transaction), and NOLOGIN would wait for it to its lock_timeout,
 		// every pass. Those that log in meanwhile are ended after.
-		if _, err := tx.Exec(ctx, endSessionsSQL, as); err != nil {
+		if err := b.endSessions(ctx, tx, as); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN"); err != nil {
@@ -151,10 +155,37 @@ func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
 		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(role)); err != nil {
+	if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "DROP OWNED BY "+ident(role))
+		return err
+	}); err != nil {
 		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
 	}
 	return nil
+}
+
+// dropDatabase drops db, owned by role, ending the sessions in it. A provider that is not a
+// superuser drops it as its owner (DROP DATABASE takes no transaction, so the role is set on
+// the session and reset after; a session that cannot be reset is closed, never pooled as the
+// consumer).
+func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
+	if b.delegated() {
+		// The owner may end only its own sessions there: the provider's own (a check's, an
+		// extension's, closing) are ended and waited for first.
+		if err := b.endOwnSessions(ctx, conn, db); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, "SET ROLE "+ident(role)); err != nil {
+			return fmt.Errorf("act as the owner %s: %w", role, err)
+		}
+		defer func() {
+			if _, err := conn.Exec(context.WithoutCancel(ctx), "RESET ROLE"); err != nil {
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}()
+	}
+	_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)")
+	return err
 }
 
 // them is "it" or "them".
@@ -169,13 +200,36 @@ func them(n int) string {
 const endSessionsSQL = "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity " +
 	"WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()"
 
-// endSessions ends every session of role.
-func endSessions(ctx context.Context, conn *pgxpool.Conn, role string) error {
-	_, err := conn.Exec(ctx, endSessionsSQL, role)
-	if err != nil {
+// endSessions ends every session of role, where the provider may (maySignal says once where
+// it may not).
+func (b *Backend) endSessions(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) error {
+	if may, err := b.maySignal(ctx, q, role); err != nil || !may {
+		return err
+	}
+	if _, err := q.Exec(ctx, endSessionsSQL, role); err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}
 	return nil
+}
+
+// endOwnSessions ends the provider's own sessions in db, and waits until they are gone.
+func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
+	for {
+		var left int
+		err := conn.QueryRow(ctx, `SELECT count(*), count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
+WHERE datname = $1 AND usename = current_user AND pid <> pg_catalog.pg_backend_pid()`, db).Scan(&left, new(int))
+		if err != nil || left == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the provider's own sessions in %s did not end: %w", db, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // collect is the first column of every row sql answers.

@@ -22,24 +22,11 @@ import (
 // differs. It answers whether the role was adopted.
 func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, password string) (adopted bool, err error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// Local to this transaction (is_local true), and a statement of its own before the one
-		// with the verifier: the server reports a statement to pg_stat_activity (and so to a
-		// deadlock report) as it starts it. pg_stat_statements' setting is a placeholder where
-		// the extension is not loaded.
-		_, err := tx.Exec(ctx, `SELECT set_config('log_statement', 'none', true),
-       set_config('log_min_error_statement', 'panic', true),
-       set_config('log_min_duration_statement', '-1', true),
-       set_config('log_min_duration_sample', '-1', true),
-       set_config('log_statement_sample_rate', '0', true),
-       set_config('track_activities', 'off', true),
-       set_config('debug_print_parse', 'off', true),
-       set_config('debug_print_rewritten', 'off', true),
-       set_config('debug_print_plan', 'off', true),
-       set_config('pg_stat_statements.track_utility', 'off', true)`)
+		_, err := tx.Exec(ctx, quietSQL(b.delegated()))
 		if err != nil {
 			return err
 		}
-		f, err := factsOf(ctx, tx, pl.role)
+		f, err := b.factsOf(ctx, tx, pl.role)
 		if err != nil {
 			return err
 		}
@@ -59,23 +46,24 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 			}
 		}
 		if f.memberships() {
-			if err := revokeMemberships(ctx, tx, pl.role); err != nil {
+			if err := b.revokeMemberships(ctx, tx, pl.role); err != nil {
 				return err
 			}
 		}
 		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
 		if !f.exists || !f.asMade() || f.limit != pl.limit || !verifies {
-			secret := ""
+			var verifier string
 			if !verifies {
-				verifier, err := scramVerifier(password)
-				if err != nil {
+				if verifier, err = scramVerifier(password); err != nil {
 					return err
 				}
-				secret = " PASSWORD " + literal(verifier)
 			}
-			if _, err = tx.Exec(ctx, roleDDL(f.exists, pl.role, pl.limit, secret)); err != nil {
+			if err := b.writeRole(ctx, tx, f.exists, pl, verifier); err != nil {
 				return err
 			}
+		}
+		if err := b.ownMembership(ctx, tx, pl.role); err != nil {
+			return err
 		}
 		// The databases the provider made for the consumer before (and that the role still
 		// owns) stay in its record beside the one it asks for now: a drop takes them all.
@@ -98,6 +86,65 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 			"it now has the minted password and is managed like any other", pl.role, pl.role)
 	}
 	return adopted, err
+}
+
+// quietSQL keeps the role's transaction, which may carry a verifier, out of the server's log
+// (statements, errors, samples), pg_stat_activity (and so deadlock reports) and
+// pg_stat_statements: local to the transaction (is_local true), and a statement of its own
+// before the one with the verifier, as the server reports a statement as it starts it.
+// pg_stat_statements' setting is a placeholder where the extension is not loaded. These are a
+// superuser's settings: a provider that is not one sets none, and sends the verifier as a
+// parameter instead (writeRole), on a server whose settings would not log it (quiet).
+func quietSQL(delegated bool) string {
+	if delegated {
+		return "SELECT 1"
+	}
+	return `SELECT set_config('log_statement', 'none', true),
+       set_config('log_min_error_statement', 'panic', true),
+       set_config('log_min_duration_statement', '-1', true),
+       set_config('log_min_duration_sample', '-1', true),
+       set_config('log_statement_sample_rate', '0', true),
+       set_config('track_activities', 'off', true),
+       set_config('debug_print_parse', 'off', true),
+       set_config('debug_print_rewritten', 'off', true),
+       set_config('debug_print_plan', 'off', true),
+       set_config('pg_stat_statements.track_utility', 'off', true)`
+}
+
+// writeRole makes the role, or makes it again, as the definition says, with pl's connection
+// limit and, where verifier is not empty, that password. A superuser sends the verifier in
+// the statement, on a transaction quietSQL kept out of every log. A provider that is not one
+// cannot quiet the server: it sends the verifier as a parameter of a function of its session's
+// own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
+// pg_stat_activity names no verifier, and an error inside it is raised again without the
+// statement it came from.
+func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, pl plan, verifier string) error {
+	if !b.delegated() {
+		secret := ""
+		if verifier != "" {
+			secret = " PASSWORD " + literal(verifier)
+		}
+		_, err := tx.Exec(ctx, roleDDL(exists, false, pl.role, pl.limit, secret))
+		return err
+	}
+	if _, err := tx.Exec(ctx, roleDDL(exists, true, pl.role, pl.limit, "")); err != nil {
+		return err
+	}
+	if verifier == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION pg_temp.novox_password(role text, verifier text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE pg_catalog.format('ALTER ROLE %I PASSWORD %L', role, verifier);
+EXCEPTION WHEN OTHERS THEN
+    RAISE EXCEPTION USING MESSAGE = SQLERRM, ERRCODE = SQLSTATE;
+END
+$$`); err != nil {
+		return fmt.Errorf("make the function that sets a password: %w", err)
+	}
+	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", pl.role, verifier)
+	return err
 }
 
 // sameRecord is whether two records say the same.

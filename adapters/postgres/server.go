@@ -35,12 +35,6 @@ type described struct {
 func (d described) Error() string { return d.text }
 func (d described) Unwrap() error { return d.err }
 
-// notSuperuser is the server's problem when the provider's role is not a superuser.
-func (b *Backend) notSuperuser() error {
-	return fmt.Errorf("the server %s: the provider's role %s is not a superuser, so it can neither create untrusted "+
-		"extensions (vector, dblink) nor check stored passwords; connect as a superuser (--database-url)", b.server, b.self)
-}
-
 // reason says in one line why the server could not be used: pgx's connect errors hold every
 // address and TLS attempt tried, which is more than an operator needs.
 func reason(err error) string {

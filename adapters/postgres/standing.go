@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,26 +32,37 @@ const sqlForever = `coalesce(r.rolvaliduntil IS NULL OR r.rolvaliduntil = 'infin
 // sqlExpired is whether the role's VALID UNTIL has passed.
 const sqlExpired = `coalesce(r.rolvaliduntil <= pg_catalog.now(), false)`
 
-// sqlMemberOf is every role r is a member of, with any options (INHERIT, SET, ADMIN) and
-// through any chain: "finance", or "postgres through finance" where r reaches postgres by way
-// of its membership in finance, the grant to revoke.
-const sqlMemberOf = `ARRAY(SELECT w FROM (
-           WITH RECURSIVE up (oid, via) AS (
-               SELECT m.roleid, NULL::oid FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid
-               UNION SELECT m.roleid, coalesce(up.via, up.oid) FROM pg_catalog.pg_auth_members m JOIN up ON m.member = up.oid)
-           SELECT DISTINCT ON (up.oid) g.rolname::text || coalesce(' through ' || v.rolname::text, '') AS w
-           FROM up JOIN pg_catalog.pg_roles g ON g.oid = up.oid LEFT JOIN pg_catalog.pg_roles v ON v.oid = up.via
-           ORDER BY up.oid, up.via IS NOT NULL, v.rolname) ms ORDER BY w)`
+// sqlMemberships are the CTEs (of a WITH RECURSIVE) that name, for each role in a relation
+// roots (oid), every role it is a member of (member_of) and every role that is a member of it
+// (granted_to), with any options (INHERIT, SET, ADMIN) and through any chain, asked once for
+// all the roots: "finance", or "postgres through finance" where the role reaches postgres by
+// way of its membership in finance, the grant to revoke. The provider's own membership in a
+// consumer's role (its way to act as the owner where it is not a superuser) is not counted.
+const sqlMemberships = `up (root, oid, via) AS (
+    SELECT t.oid, m.roleid, 0::oid FROM roots t JOIN pg_catalog.pg_auth_members m ON m.member = t.oid
+    UNION SELECT up.root, m.roleid, CASE WHEN up.via = 0 THEN up.oid ELSE up.via END
+    FROM up JOIN pg_catalog.pg_auth_members m ON m.member = up.oid),
+down (root, oid, via) AS (
+    SELECT t.oid, m.member, 0::oid FROM roots t JOIN pg_catalog.pg_auth_members m ON m.roleid = t.oid
+    WHERE m.member <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+    UNION SELECT down.root, m.member, CASE WHEN down.via = 0 THEN down.oid ELSE down.via END
+    FROM down JOIN pg_catalog.pg_auth_members m ON m.roleid = down.oid),
+member_of (root, names) AS MATERIALIZED (
+    SELECT root, array_agg(w ORDER BY w) FROM (
+        SELECT DISTINCT ON (root, oid) root, pg_catalog.pg_get_userbyid(oid)::text
+               || CASE WHEN via = 0 THEN '' ELSE ' through ' || pg_catalog.pg_get_userbyid(via)::text END AS w
+        FROM up ORDER BY root, oid, via) x GROUP BY root),
+granted_to (root, names) AS MATERIALIZED (
+    SELECT root, array_agg(w ORDER BY w) FROM (
+        SELECT DISTINCT ON (root, oid) root, pg_catalog.pg_get_userbyid(oid)::text
+               || CASE WHEN via = 0 THEN '' ELSE ' through ' || pg_catalog.pg_get_userbyid(via)::text END AS w
+        FROM down ORDER BY root, oid, via) x GROUP BY root)`
 
-// sqlGrantedTo is every role that is a member of r, through any chain: "intruder", or
-// "intruder through helper" where intruder reaches r by way of helper, a member of r.
-const sqlGrantedTo = `ARRAY(SELECT w FROM (
-           WITH RECURSIVE down (oid, via) AS (
-               SELECT m.member, NULL::oid FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid
-               UNION SELECT m.member, coalesce(down.via, down.oid) FROM pg_catalog.pg_auth_members m JOIN down ON m.roleid = down.oid)
-           SELECT DISTINCT ON (down.oid) g.rolname::text || coalesce(' through ' || v.rolname::text, '') AS w
-           FROM down JOIN pg_catalog.pg_roles g ON g.oid = down.oid LEFT JOIN pg_catalog.pg_roles v ON v.oid = down.via
-           ORDER BY down.oid, down.via IS NOT NULL, v.rolname) gs ORDER BY w)`
+// sqlMembershipColumns are the role r's member_of and granted_to, joined by sqlMembershipJoins.
+const (
+	sqlMembershipColumns = `coalesce(mo.names, '{}'), coalesce(gt.names, '{}')`
+	sqlMembershipJoins   = `LEFT JOIN member_of mo ON mo.root = r.oid LEFT JOIN granted_to gt ON gt.root = r.oid`
+)
 
 // sqlHeld is what r holds in each database, from the cluster-wide pg_shdepend: the databases
 // it owns; those in which it owns objects or is named by a policy ("" for shared objects other
@@ -161,25 +173,33 @@ func where(db string) string {
 
 // roleDDL is the statement that makes role, or makes it again, as the definition says, with
 // its connection limit and, where secret is not empty, its password (" PASSWORD '<verifier>'").
-func roleDDL(exists bool, role string, limit int, secret string) string {
+// A provider that is not a superuser names none of the attributes only a superuser may change
+// (it cannot give them, and the server refuses even their absence).
+func roleDDL(exists, delegated bool, role string, limit int, secret string) string {
 	verb := "CREATE"
 	if exists {
 		verb = "ALTER"
 	}
-	return verb + " ROLE " + ident(role) + " WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS" +
+	super := " NOSUPERUSER NOREPLICATION NOBYPASSRLS"
+	if delegated {
+		super = ""
+	}
+	return verb + " ROLE " + ident(role) + " WITH LOGIN NOCREATEDB NOCREATEROLE" + super +
 		" VALID UNTIL 'infinity' CONNECTION LIMIT " + strconv.Itoa(limit) + secret
 }
 
 // revokeMemberships revokes, in tx, every grant that makes role a member of another role or
 // another role a member of it: each grantor's (PostgreSQL 16 keeps one per grantor), with
-// what was granted on from it (CASCADE). Chains are cut at the grant that touches role.
-func revokeMemberships(ctx context.Context, tx pgx.Tx, role string) error {
+// what was granted on from it (CASCADE). Chains are cut at the grant that touches role. The
+// provider's own membership in role is kept: it is how a provider that is not a superuser
+// acts as the owner of the consumer's database.
+func (b *Backend) revokeMemberships(ctx context.Context, tx pgx.Tx, role string) error {
 	rows, err := tx.Query(ctx, `SELECT g.rolname::text, m.rolname::text, gr.rolname::text
 FROM pg_catalog.pg_auth_members a
 JOIN pg_catalog.pg_roles g ON g.oid = a.roleid
 JOIN pg_catalog.pg_roles m ON m.oid = a.member
 JOIN pg_catalog.pg_roles gr ON gr.oid = a.grantor
-WHERE g.rolname = $1 OR m.rolname = $1
+WHERE (g.rolname = $1 OR m.rolname = $1) AND NOT (g.rolname = $1 AND m.rolname = current_user)
 ORDER BY 1, 2, 3`, role)
 	if err != nil {
 		return err
@@ -193,9 +213,44 @@ ORDER BY 1, 2, 3`, role)
 		return err
 	}
 	for _, g := range grants {
-		if _, err := tx.Exec(ctx, "REVOKE "+ident(g[0])+" FROM "+ident(g[1])+" GRANTED BY "+ident(g[2])+" CASCADE"); err != nil {
+		revoke := "REVOKE " + ident(g[0]) + " FROM " + ident(g[1]) + " GRANTED BY " + ident(g[2]) + " CASCADE"
+		if !b.delegated() {
+			if _, err := tx.Exec(ctx, revoke); err != nil {
+				return fmt.Errorf("revoke %s from %s: %w", g[0], g[1], err)
+			}
+			continue
+		}
+		// From PostgreSQL 16 a role that is not a superuser may not revoke what a role whose
+		// privileges it lacks granted: said once, and the grant stays drift for an operator.
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { _, err := sp.Exec(ctx, revoke); return err })
+		switch {
+		case pgCode(err) == insufficientPrivilege:
+			if b.said.first("revoke/"+role+"/"+g[0]+">"+g[1]+"/"+g[2], "denied") {
+				b.say(slog.LevelWarn, role, "%s: the membership of %s in %s, granted by %s, cannot be revoked by the provider's "+
+					"role %s (%s); revoke it as a superuser: REVOKE %s FROM %s GRANTED BY %s", role, g[1], g[0], g[2], b.self,
+					pgMessage(err), ident(g[0]), ident(g[1]), ident(g[2]))
+			}
+		case err != nil:
 			return fmt.Errorf("revoke %s from %s: %w", g[0], g[1], err)
 		}
+	}
+	return nil
+}
+
+// ownMembership makes the provider a member of role where it is not a superuser: the server
+// lets only a member (before PostgreSQL 16) or one that may SET the role (from 16) name it
+// the owner of a database, and act as that owner. From 16 the membership is SET only, never
+// INHERIT, so that the provider never holds the consumer's privileges by default.
+func (b *Backend) ownMembership(ctx context.Context, tx pgx.Tx, role string) error {
+	if !b.delegated() {
+		return nil
+	}
+	grant := "GRANT " + ident(role) + " TO CURRENT_USER"
+	if b.from16() {
+		grant += " WITH INHERIT FALSE, SET TRUE"
+	}
+	if _, err := tx.Exec(ctx, grant); err != nil {
+		return fmt.Errorf("make the provider a member of %s: %w", role, err)
 	}
 	return nil
 }

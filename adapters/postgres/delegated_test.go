@@ -1,0 +1,208 @@
+package postgres_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/backendtest"
+)
+
+// delegated is a Backend whose role may create roles and databases and is not a superuser, as
+// the admin of a managed server is, and that role's name.
+func (e *env) delegated() (*postgres.Backend, string) {
+	e.t.Helper()
+	prov := name("prov")
+	// The test server logs every statement: the operator's remedy the provider names keeps
+	// the parameters of the provider's own statements out of it.
+	e.exec("", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw'",
+		"ALTER ROLE "+prov+" SET log_parameter_max_length = 0")
+	u, err := url.Parse(e.srv.URL)
+	is.New(e.t).NoErr(err)
+	u.User = url.UserPassword(prov, "prov-pw")
+	b := e.backend(u.String())
+	_, err = b.Managed(ctx)
+	is.New(e.t).NoErr(err)                              // the server checked as a whole
+	is.New(e.t).Equal(b.Mode(), postgres.ModeDelegated) // and the mode read from it
+	return b, prov
+}
+
+func TestDelegatedKeepsTheContract(t *testing.T) {
+	e := newEnv(t)
+	b, prov := e.delegated()
+	from16 := e.major() >= 16
+	backendtest.Run(t, b, func() ports.Provision { return provision(name("deleg"), "pg_trgm") }, backendtest.World{
+		Join: func(t *testing.T, as string) {
+			// As the provider's role, whose grants it may revoke (from PostgreSQL 16 a superuser's
+			// it may not: TestDelegatedSaysAMembershipItCannotRevoke).
+			conn := e.mustLogin(prov, "prov-pw", "postgres")
+			for _, s := range []string{"CREATE ROLE " + as + "_up", "CREATE ROLE " + as + "_down LOGIN", "GRANT " + as + "_up TO " + as,
+				"GRANT " + as + " TO " + as + "_down"} {
+				if _, err := conn.Exec(ctx, s); err != nil {
+					t.Fatalf("%s: %v", s, err)
+				}
+			}
+		},
+		Plain: func(t *testing.T, as string) {
+			e.exec("", "CREATE ROLE "+as+" LOGIN PASSWORD 'theirs'")
+			if from16 { // an operator lets the provider administer the role it is to take over
+				e.exec("", "GRANT "+as+" TO "+prov+" WITH ADMIN OPTION, INHERIT FALSE, SET FALSE")
+			}
+		},
+		Powerful: func(t *testing.T, as string) {
+			e.exec("", "CREATE ROLE "+as+"_group", "CREATE ROLE "+as+" LOGIN PASSWORD 'theirs' IN ROLE "+as+"_group")
+		},
+	})
+}
+
+func TestDelegatedMakesWhatTheSuperuserMakes(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b, prov := e.delegated()
+	p := provision(name("letta"), "pg_trgm")
+	is.NoErr(b.Create(ctx, p))
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	_, err := conn.Exec(ctx, "SELECT similarity('vector', 'vectors')")
+	is.NoErr(err) // the trusted extension, usable by the consumer
+	conn.Close(ctx)
+	is.True(strings.Contains(e.role(p.As), p.As+">"+prov)) // the provider's own membership, its way to act as the owner
+	held, err := b.Holds(ctx, p)
+	is.NoErr(err)
+	is.True(held.Held) // not drift for the provider that made it
+	if e.major() >= 16 {
+		var inherit bool
+		is.NoErr(e.admin("").QueryRow(ctx, `SELECT bool_or(m.inherit_option) FROM pg_auth_members m
+			WHERE m.roleid = $1::regrole AND m.member = $2::regrole`, p.As, prov).Scan(&inherit))
+		is.True(!inherit) // SET, never INHERIT: the provider holds none of the consumer's privileges
+	}
+	_, err = e.login(prov, "prov-pw", p.As)
+	is.NoErr(err) // the provider may connect, to make its schema and extensions
+	_, err = e.login(p.As+"_nobody", "x", p.As)
+	is.True(err != nil)
+}
+
+func TestDelegatedFindsPasswordDriftByLoggingIn(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b, _ := e.delegated()
+	p := provision(name("pwd"))
+	is.NoErr(b.Create(ctx, p))
+	e.exec("", "ALTER ROLE "+p.As+" PASSWORD 'changed-behind-its-back'")
+	held, err := b.Holds(ctx, p)
+	is.NoErr(err)
+	is.Equal(held.Drift, []string{"password"}) // found by the login
+	is.NoErr(b.Create(ctx, p))
+	held, err = b.Holds(ctx, p)
+	is.NoErr(err)
+	is.True(held.Held) // and repaired
+	e.mustLogin(p.As, p.Password, p.As)
+}
+
+func TestDelegatedSaysAConsumerAtItsConnectionLimitCouldNotBeChecked(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b, _ := e.delegated()
+	p := provision(name("busy"))
+	p.Derived["connection_limit"] = float64(1)
+	is.NoErr(b.Create(ctx, p))
+	e.mustLogin(p.As, p.Password, p.As) // the one connection it may have, in use
+	held, err := b.Holds(ctx, p)
+	is.True(err != nil) // could not check: not drift
+	is.True(strings.Contains(err.Error(), "too many connections"))
+	is.True(!held.Held && len(held.Drift) == 0)
+}
+
+func TestDelegatedWithdrawsAndDrops(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b, _ := e.delegated()
+	p := provision(name("gone"), "pg_trgm")
+	is.NoErr(b.Create(ctx, p))
+	is.NoErr(b.Remove(ctx, p.As, p.Derived))
+	_, err := e.login(p.As, p.Password, p.As)
+	is.True(err != nil) // withdrawn
+	is.NoErr(b.Drop(ctx, p.As, p.Derived))
+	is.Equal(e.role(p.As), "") // the role gone
+	var dbs int
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", p.As).Scan(&dbs))
+	is.Equal(dbs, 0) // and its database
+}
+
+func TestARoleThatMayNeitherCreateRolesNorDatabasesIsRefused(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	weak := name("weak")
+	e.exec("", "CREATE ROLE "+weak+" LOGIN CREATEDB PASSWORD 'weak-pw'")
+	u, err := url.Parse(e.srv.URL)
+	is.NoErr(err)
+	u.User = url.UserPassword(weak, "weak-pw")
+	_, err = e.backend(u.String()).Managed(ctx)
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "the provider's role "+weak+" is not a superuser and lacks CREATEROLE")) // says what it lacks
+}
+
+func TestDelegatedRefusesAServerThatWouldLogTheVerifier(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	loud := name("loud")
+	e.exec("", "CREATE ROLE "+loud+" LOGIN CREATEROLE CREATEDB PASSWORD 'loud-pw'",
+		"ALTER ROLE "+loud+" SET log_statement = 'all'", "ALTER ROLE "+loud+" SET log_parameter_max_length = -1")
+	u, err := url.Parse(e.srv.URL)
+	is.NoErr(err)
+	u.User = url.UserPassword(loud, "loud-pw")
+	_, err = e.backend(u.String()).Managed(ctx)
+	is.True(err != nil) // nothing is done: the server's problem, said once
+	is.True(strings.Contains(err.Error(), "logs what the provider would send it (log_statement = all)"))
+}
+
+func TestDelegatedKeepsTheVerifierOutOfTheServerLog(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	if e.srv.Local == nil {
+		t.Skip("the server's log can be read only for a server these tests started")
+	}
+	b, _ := e.delegated()
+	from := e.logSize()
+	p := provision(name("secret"), "pg_trgm")
+	p.Password = "Zq7-never-logged-" + randomHex(8)
+	is.NoErr(b.Create(ctx, p))
+	e.exec("", "ALTER ROLE "+p.As+" PASSWORD 'drifted'")
+	is.NoErr(b.Create(ctx, p)) // again: the password written anew
+	held, err := b.Holds(ctx, p)
+	is.NoErr(err)
+	is.True(held.Held)
+	e.exec("", "SELECT 'the log is written: "+p.As+"'")
+	raw, err := e.srv.Local.Log()
+	is.NoErr(err)
+	log := string(raw[from:])
+	is.True(strings.Contains(log, "the log is written: "+p.As)) // log_statement=all is on
+	is.True(strings.Contains(log, "novox_password"))            // and caught the provider's statements
+	is.True(!strings.Contains(log, p.Password))                 // never the password
+	is.True(!strings.Contains(log, "SCRAM-SHA-256$"))           // nor even its verifier
+}
+
+func TestDelegatedSaysAMembershipItCannotRevoke(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	if e.major() < 16 {
+		t.Skip("before PostgreSQL 16 a role with CREATEROLE may revoke any membership of a role that is not a superuser")
+	}
+	b, prov := e.delegated()
+	p := provision(name("granted"))
+	is.NoErr(b.Create(ctx, p))
+	e.exec("", "GRANT pg_read_server_files TO "+p.As) // by the superuser
+	before := len(e.log.said())
+	is.NoErr(b.Create(ctx, p)) // the rest is repaired
+	is.NoErr(b.Create(ctx, p))
+	said := e.log.said()[before:]
+	is.Equal(len(said), 1) // said once
+	is.True(strings.Contains(said[0], p.As+": the membership of "+p.As+" in pg_read_server_files, granted by postgres, "+
+		"cannot be revoked by the provider's role "+prov))
+	held, err := b.Holds(ctx, p)
+	is.NoErr(err)
+	is.Equal(held.Drift, []string{"member of pg_read_server_files"}) // still drift, for an operator
+}

@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Mode is how the provider's role stands on the server, read from the server at every check of
+// it as a whole (Managed), never configured.
+type Mode string
+
+const (
+	// ModeSuperuser is a provider whose role is a superuser: it reads stored verifiers, and
+	// creates every extension the server has.
+	ModeSuperuser Mode = "superuser"
+	// ModeDelegated is a provider whose role may create roles and databases and is not a
+	// superuser, as the admin of a managed server (RDS, Cloud SQL, Azure) is: it checks a
+	// consumer's password by logging in with it, acts as the consumer's owner through a
+	// membership of its own (SET, never INHERIT where the server lets it choose), and creates
+	// the extensions the server lets it: trusted ones, and those the platform allow-lists.
+	ModeDelegated Mode = "delegated"
+)
+
+// serverRole is what the server says of the provider's role and of itself.
+type serverRole struct {
+	mode    Mode
+	version int // server_version_num, e.g. 160004
+}
+
+// Mode is the mode the server was last found in; "" before it was asked.
+func (b *Backend) Mode() Mode {
+	if s := b.role.Load(); s != nil {
+		return s.mode
+	}
+	return ""
+}
+
+// delegated is whether the provider last found its role not a superuser.
+func (b *Backend) delegated() bool { return b.Mode() == ModeDelegated }
+
+// from16 is whether the server is PostgreSQL 16 or later, where a membership says whether it
+// may be SET and whether it is INHERITed.
+func (b *Backend) from16() bool {
+	s := b.role.Load()
+	return s != nil && s.version >= 160000
+}
+
+// sqlServerRole reads what serverRole holds, whether the role may create roles and databases,
+// and the settings under which the server would log a statement's parameters, or a nested
+// statement's text, in this session: what a provider that is not a superuser cannot turn off.
+const sqlServerRole = `SELECT rolsuper, rolcreaterole, rolcreatedb, pg_catalog.current_setting('server_version_num')::int,
+       array_remove(CASE WHEN pg_catalog.current_setting('log_parameter_max_length')::int <> 0 THEN ARRAY[
+               CASE WHEN pg_catalog.current_setting('log_statement') = 'all' THEN 'log_statement = all' END,
+               CASE WHEN pg_catalog.current_setting('log_min_duration_statement')::int >= 0
+                    THEN 'log_min_duration_statement = ' || pg_catalog.current_setting('log_min_duration_statement') END,
+               CASE WHEN pg_catalog.current_setting('log_min_duration_sample')::int >= 0
+                         AND pg_catalog.current_setting('log_statement_sample_rate')::float8 > 0
+                    THEN 'log_min_duration_sample = ' || pg_catalog.current_setting('log_min_duration_sample') END,
+               CASE WHEN pg_catalog.current_setting('log_transaction_sample_rate')::float8 > 0
+                    THEN 'log_transaction_sample_rate = ' || pg_catalog.current_setting('log_transaction_sample_rate') END]
+           ELSE '{}'::text[] END
+           || ARRAY[CASE WHEN pg_catalog.current_setting('pg_stat_statements.track', true) = 'all'
+                              AND pg_catalog.current_setting('pg_stat_statements.track_utility', true) = 'on'
+                         THEN 'pg_stat_statements.track = all' END], NULL)
+FROM pg_catalog.pg_roles WHERE rolname = current_user`
+
+// learnRole records the provider's mode from what sqlServerRole answered; an error says what
+// the role lacks where it can be neither, or, where it is not a superuser, which of the
+// server's settings would log the verifiers it writes.
+func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud []string) error {
+	var lacks []string
+	if !createRole {
+		lacks = append(lacks, "CREATEROLE")
+	}
+	if !createDB {
+		lacks = append(lacks, "CREATEDB")
+	}
+	mode := ModeSuperuser
+	if !super {
+		if len(lacks) > 0 {
+			return fmt.Errorf("the server %s: the provider's role %s is not a superuser and lacks %s, so it can neither "+
+				"create consumers' roles nor their databases; connect as a superuser, or give the role CREATEROLE and "+
+				"CREATEDB (--database-url)", b.server, b.self, strings.Join(lacks, " and "))
+		}
+		if len(loud) > 0 {
+			return fmt.Errorf("the server %s logs what the provider would send it (%s): the verifier of a consumer's password "+
+				"would be in its log, and the provider's role %s is not a superuser, which could turn that off for its "+
+				"own statements; set log_parameter_max_length = 0 for the role (ALTER ROLE %s SET ..., as a superuser or "+
+				"in the platform's parameter group), or turn that logging off", b.server, strings.Join(loud, ", "), b.self, b.self)
+		}
+		mode = ModeDelegated
+	}
+	if old := b.role.Swap(&serverRole{mode: mode, version: version}); old == nil || old.mode != mode {
+		b.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.server, mode)
+	}
+	return nil
+}
+
+// asOwner runs fn in a transaction of conn acting as role, the owner of a consumer's database,
+// where the provider is not a superuser: only the owner may revoke PUBLIC's rights on it, open
+// it, or drop what the role owns. A superuser runs fn as itself.
+func (b *Backend) asOwner(ctx context.Context, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, role string, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if b.delegated() {
+			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ident(role)); err != nil {
+				return fmt.Errorf("act as the owner %s: %w", role, err)
+			}
+		}
+		return fn(tx)
+	})
+}
+
+// sqlMaySignal is whether the provider may end the sessions of the role $1: a superuser, a
+// member of pg_signal_backend, or one that has the role's privileges.
+const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role($1::text::name, 'USAGE')`
+
+// maySignal is whether the provider may end role's sessions; where it may not, that is said
+// once, naming what its role lacks.
+func (b *Backend) maySignal(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) (bool, error) {
+	var may bool
+	if err := q.QueryRow(ctx, sqlMaySignal, role).Scan(&may); err != nil {
+		return false, err
+	}
+	if !may && b.said.first("signal/"+role, "lacks") {
+		b.say(slog.LevelWarn, role, "%s: its sessions are not ended: the provider's role %s may not end them "+
+			"(GRANT pg_signal_backend TO %s); they end when they disconnect", role, b.self, b.self)
+	}
+	if may {
+		b.said.clear("signal/" + role)
+	}
+	return may, nil
+}
