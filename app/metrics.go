@@ -64,7 +64,7 @@ func NewMetrics(resource string) *Metrics {
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_leader",
 			Help: "1 while this replica holds the lease and acts, 0 while it stands by.", ConstLabels: labels}),
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_mode",
-			Help: "1 for the mode the provider's role was last found in: superuser, or delegated (CREATEROLE and CREATEDB).",
+			Help:        "1 for the mode the provider's role was last found in: superuser, or delegated (CREATEROLE and CREATEDB).",
 			ConstLabels: labels}, []string{"role"}),
 	}
 	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.mass, m.failures, m.unchecked,
