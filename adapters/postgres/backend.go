@@ -196,7 +196,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
 		return err
 	}
 	if p.Password == "" {
-		return fmt.Errorf("create role %s: the minted password is empty", pl.role)
+		return invalid(fmt.Errorf("create role %s: the minted password is empty", pl.role))
 	}
 	return b.locked(ctx, pl.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if _, err := b.ensureRole(ctx, conn, pl, p.Password); err != nil {
@@ -255,11 +255,11 @@ func limitOrNone(n int) int {
 }
 
 // lockError says where err is a statement that waited on somebody else's lock for longer than
-// the lock timeout.
+// the lock timeout, which is transient. Whether and when it is tried again is the loop's to say.
 func (b *Backend) lockError(err error) error {
 	if pgCode(err) == lockNotAvailable {
-		return fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?); "+
-			"tried again next pass", err, b.lockWait)
+		return transient(fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?)",
+			err, b.lockWait))
 	}
 	return err
 }

@@ -59,7 +59,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 		}
 	}
 	if f.owner != role {
-		return fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role)
+		return refused(fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role))
 	}
 	if len(f.open) > 0 {
 		// PUBLIC's default rights include CONNECT and TEMPORARY; others are revoked as found.
