@@ -285,12 +285,27 @@ func (c *dbConn) Close(ctx context.Context) error {
 // connectTo opens a connection to db as the provider, once one of the Backend's slots for such
 // connections is free; readOnly ones refuse every write.
 func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*dbConn, error) {
+	release, err := b.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.connectIn(ctx, db, readOnly, release)
+}
+
+// slot waits for one of the Backend's slots for connections to consumers' databases, and
+// answers how to give it back.
+func (b *Backend) slot(ctx context.Context) (release func(), err error) {
 	select {
 	case b.databases <- struct{}{}:
+		return func() { <-b.databases }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	release := func() { <-b.databases }
+}
+
+// connectIn opens a connection to db as the provider in a slot already taken, which release
+// gives back (at once, where the connection cannot be opened).
+func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, release func()) (*dbConn, error) {
 	cfg := b.pool.Config().ConnConfig.Copy()
 	cfg.Database = db
 	if cfg.RuntimeParams == nil {
