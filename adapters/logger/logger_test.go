@@ -96,6 +96,6 @@ func TestJSONIsLeftToTheEncoder(t *testing.T) {
 	is.Equal(bytes.Count(out.Bytes(), []byte("\n")), 1) // one JSON line
 	var got map[string]any
 	is.NoErr(json.Unmarshal(out.Bytes(), &got))
-	is.Equal(got["consumer"], hostile)   // the login as it is, escaped by JSON alone
+	is.Equal(got["consumer"], hostile)  // the login as it is, escaped by JSON alone
 	is.Equal(got["msg"], hostile+": x") // and the message
 }
