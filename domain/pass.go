@@ -184,6 +184,7 @@ func (h *Harness) plan(items []*item, verifying bool) {
 	now := h.clock.Now()
 	for _, it := range items {
 		if it.unreadable != nil || it.refused != nil {
+			delete(h.unasked, it.g.As)
 			continue
 		}
 		as := it.g.As
@@ -208,6 +209,9 @@ func (h *Harness) plan(items []*item, verifying bool) {
 			it.act = confirm
 		default:
 			it.act = create
+		}
+		if it.act != check && it.act != confirm {
+			delete(h.unasked, as) // braked, changed or backing off: no longer a check to continue
 		}
 	}
 }
