@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -110,6 +111,49 @@ func BenchmarkRefusedPass(b *testing.B) {
 			b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "first-pass-ms")
 			b.ReportMetric(float64(firstCPU.Milliseconds())/float64(b.N), "first-pass-cpu-ms")
 			b.ReportMetric(float64(later.Milliseconds())/float64(b.N), "next-pass-ms")
+		})
+	}
+}
+
+// slowBackend takes a millisecond a create, and fails at once once its context is over, as the
+// PostgreSQL backend does.
+type slowBackend struct {
+	fakeBackend
+	started atomic.Int64
+	stop    func()
+	at      int64
+}
+
+func (b *slowBackend) Create(ctx context.Context, p ports.Provision) error {
+	if b.started.Add(1) == b.at {
+		b.stop() // SIGTERM, in the middle of the pass
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Millisecond):
+		return nil
+	}
+}
+
+// BenchmarkStopMidPass is SIGTERM halfway through the first pass over n consumers, with a holds
+// timeout of one second: stop-ms is how long Run took to return after it, which the README
+// bounds by the holds timeout.
+func BenchmarkStopMidPass(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			file := fleet(b, b.TempDir(), n)
+			var took time.Duration
+			for b.Loop() {
+				rctx, stop := context.WithCancel(ctx)
+				var stopped time.Time
+				backend := &slowBackend{at: int64(n / 2), stop: func() { stopped = time.Now(); stop() }}
+				h := domain.New(domain.Config{Resource: "postgres", Receives: file, HoldsTimeout: time.Second, Parallel: 8},
+					nonBlocking{afero.NewOsFs()}, clock.New(), backend, nil, &fakeLogger{})
+				h.Run(rctx, nil, nil)
+				took += time.Since(stopped)
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "stop-ms")
 		})
 	}
 }
