@@ -54,11 +54,11 @@ func TestAChecksDeadlineStartsWhenItStarts(t *testing.T) {
 	for _, p := range ps {
 		e.mustCreate(p)
 	}
-	const each = 300 * time.Millisecond
-	give := e.b.TakeSlots() // every slot busy, as with eight creates at once
+	const each = 2 * time.Second // long enough to connect on a loaded machine, short against the wait below
+	give := e.b.TakeSlots()      // every slot busy, as with eight creates at once
 	answers := make(chan []ports.Checked, 1)
 	go func() { answers <- e.b.HoldsAll(ctx, ps, each) }()
-	time.Sleep(3 * each) // the checks wait their turn for longer than their deadline
+	time.Sleep(2 * each) // the checks wait their turn for longer than their deadline
 	give()
 	select {
 	case got := <-answers:
