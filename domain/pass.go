@@ -375,14 +375,17 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 		}
 		s.logins = append(s.logins, it.g.As)
 	}
+	met := make(map[string]bool, len(byCause))
 	for c, s := range byCause {
 		if len(s.logins) < 2 {
 			delete(byCause, c)
+			continue
 		}
+		met[s.text] = true
 	}
-	for c := range h.shared {
-		if byCause[c] == nil {
-			delete(h.shared, c)
+	for text := range h.shared {
+		if !met[text] {
+			delete(h.shared, text)
 		}
 	}
 	return byCause

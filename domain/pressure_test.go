@@ -260,3 +260,20 @@ func TestAStopLeavesWhatWasNotStartedUnsaid(t *testing.T) {
 	is.Equal(r.Consumers["c050"], domain.StateUnchecked) // but left as they were
 	is.True(!strings.Contains(strings.Join(w.log.lines(), "\n"), "c050"))
 }
+
+func TestASharedCauseHoldingAPasswordIsSaidOnce(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "hunter2")
+	w.write("/s/b", "pw-b")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+	w.pass(0)
+	w.log.take()
+	w.backend.holdsFn = func(_ context.Context, p ports.Provision) error {
+		return fmt.Errorf("check %s: %w", p.As, errors.New("server quoted hunter2"))
+	}
+	for range 5 {
+		w.pass(time.Minute)
+	}
+	is.Equal(w.log.take(), []string{"could not check the backend for 2 consumers (a, b), will ask again: server quoted ***"}) // scrubbed, and said once
+}
