@@ -60,7 +60,8 @@ func (d *daemon) run(ctx context.Context) error {
 		w.Watch([]string{d.cfg.Receives}) // before the first pass reads it
 		go forward(ctx, w.Wake(), poke)
 	}
-	// SIGHUP is the daemon convention for "read your inputs again": a pass at once.
+	// SIGHUP is the daemon convention for "read your inputs again": a pass at once, which also
+	// tries again what was refused, whatever is left of its wait.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -71,6 +72,7 @@ func (d *daemon) run(ctx context.Context) error {
 				return
 			case <-hup:
 				d.log.Log(ports.Entry{Level: slog.LevelInfo, Message: "SIGHUP: a pass now, reading the contributions file and the secrets again"})
+				d.h.RetryNow()
 				poke()
 			}
 		}

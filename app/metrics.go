@@ -53,7 +53,7 @@ func NewMetrics(resource string) *Metrics {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_failures_total",
 			Help: "Creates, removes and drops that failed.", ConstLabels: labels}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_holds_errors_total",
-			Help: "Checks that could not ask the backend.", ConstLabels: labels}),
+			Help: "Checks made that the backend did not answer (failed or timed out); none while it cannot be used.", ConstLabels: labels}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "provisioner_pass_duration_seconds",
 			Help: "How long a reconcile pass took.", ConstLabels: labels,
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60}}),
@@ -90,7 +90,7 @@ func (m *Metrics) Observe(r domain.Report, reached bool) {
 	m.withdrawals.Add(float64(r.Withdrawn))
 	m.drops.Add(float64(r.Dropped))
 	m.failures.Add(float64(r.Failures))
-	m.unchecked.Add(float64(r.Unchecked))
+	m.unchecked.Add(float64(r.CheckErrors)) // checks not made move nothing
 	m.duration.Observe(r.Took.Seconds())
 	m.readable.Set(boolean(r.FileRead))
 	m.reached.Set(boolean(reached))

@@ -27,9 +27,9 @@ func TestPassesAreCounted(t *testing.T) {
 	m := app.NewMetrics("postgres")
 	m.Observe(domain.Report{FileRead: true, Created: 2, Failures: 1, Took: 20 * time.Millisecond, Consumers: map[string]domain.State{
 		"a": domain.StateApplied, "b": domain.StateApplied, "c": domain.StateFailing}}, true)
-	m.Observe(domain.Report{FileRead: true, Reapplied: 1, Withdrawn: 1, Unchecked: 1, Consumers: map[string]domain.State{
+	m.Observe(domain.Report{FileRead: true, Reapplied: 1, Withdrawn: 1, Unchecked: 1, CheckErrors: 1, Consumers: map[string]domain.State{
 		"a": domain.StateBraked, "c": domain.StateWaitingForSecret}}, true)
-	m.Observe(domain.Report{}, false) // the file unreadable, the server down
+	m.Observe(domain.Report{Unchecked: 5, ServerProblem: "down"}, false) // the file unreadable, the server down: no check made
 	out := scrape(t, m)
 	for _, want := range []string{
 		`provisioner_passes_total{resource="postgres"} 3`,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/novox/postgres-provider/adapters/logger"
 )
 
 // statusCommand is `provisioner status [--listen ADDR]`: each consumer's status, from the
@@ -44,15 +46,18 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 	return 0
 }
 
-// writeStatus prints doc as an operator reads it: the provider, then a line per consumer.
+// writeStatus prints doc as an operator reads it: the provider, then a line per consumer. Every
+// field is escaped (logger.Escape): logins, paths and error texts come from outside, and a
+// newline, a tab or an escape sequence in one must neither add a row nor steer the terminal.
 func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	ready := "ready"
 	if !doc.Ready {
 		ready = "not ready: " + doc.NotReady
 	}
-	fmt.Fprintf(w, "provisioner %s for %s, %s, %s\n", doc.Version, doc.Resource, doc.Role, ready)
+	e := logger.Escape
+	fmt.Fprintf(w, "provisioner %s for %s, %s, %s\n", e(doc.Version), e(doc.Resource), e(doc.Role), e(ready))
 	if doc.ServerProblem != "" {
-		fmt.Fprintf(w, "server: %s\n", doc.ServerProblem)
+		fmt.Fprintf(w, "server: %s\n", e(doc.ServerProblem))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\tDRIFT / LAST ERROR")
@@ -73,7 +78,7 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 		if note == "" {
 			note = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.As, c.State, ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(c.As), e(string(c.State)), ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), e(note))
 	}
 	tw.Flush()
 }

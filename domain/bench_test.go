@@ -1,9 +1,11 @@
 package domain_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // fleet writes, into dir on the real filesystem, a contributions file listing n consumers, each
@@ -69,6 +72,88 @@ func BenchmarkNoChangePass(b *testing.B) {
 				b.Fatalf("a no-change pass asked the backend: %d creates, %d checks, %d reads of the record",
 					len(backend.creates), len(backend.holdsCalls), backend.managed-managed)
 			}
+		})
+	}
+}
+
+// refusingBackend refuses every create, as a server whose roles all exist and are not the
+// provider's would: the error names the login, as the adapter's do.
+type refusingBackend struct{ fakeBackend }
+
+func (b *refusingBackend) Create(_ context.Context, p ports.Provision) error {
+	return fmt.Errorf("create role %s: role %s exists, the provider did not make it, and it is superuser; it is not taken over: %w",
+		p.As, p.As, ports.ErrRefused)
+}
+
+// BenchmarkRefusedPass is a pass over n consumers whose creates are all refused: the first
+// pass, which asks the backend about every one and scrubs every failure, and then a pass a
+// minute later. It is the case of 100,000 refused entries.
+func BenchmarkRefusedPass(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			file := fleet(b, b.TempDir(), n)
+			b.ReportAllocs()
+			var first, later, firstCPU time.Duration
+			for b.Loop() {
+				clk := clock.NewMock()
+				h := domain.New(domain.Config{Resource: "postgres", Receives: file}, nonBlocking{afero.NewOsFs()}, clk, &refusingBackend{}, nil, &fakeLogger{})
+				start, cpu := time.Now(), cpuTime(b)
+				if r := h.Reconcile(ctx); r.Failures != n {
+					b.Fatalf("failed %d, want %d", r.Failures, n)
+				}
+				first += time.Since(start)
+				firstCPU += cpuTime(b) - cpu
+				clk.Add(time.Minute)
+				start = time.Now()
+				h.Reconcile(ctx)
+				later += time.Since(start)
+			}
+			b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "first-pass-ms")
+			b.ReportMetric(float64(firstCPU.Milliseconds())/float64(b.N), "first-pass-cpu-ms")
+			b.ReportMetric(float64(later.Milliseconds())/float64(b.N), "next-pass-ms")
+		})
+	}
+}
+
+// slowBackend takes a millisecond a create, and fails at once once its context is over, as the
+// PostgreSQL backend does.
+type slowBackend struct {
+	fakeBackend
+	started atomic.Int64
+	stop    func()
+	at      int64
+}
+
+func (b *slowBackend) Create(ctx context.Context, p ports.Provision) error {
+	if b.started.Add(1) == b.at {
+		b.stop() // SIGTERM, in the middle of the pass
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Millisecond):
+		return nil
+	}
+}
+
+// BenchmarkStopMidPass is SIGTERM halfway through the first pass over n consumers, with a holds
+// timeout of one second: stop-ms is how long Run took to return after it, which the README
+// bounds by the holds timeout.
+func BenchmarkStopMidPass(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			file := fleet(b, b.TempDir(), n)
+			var took time.Duration
+			for b.Loop() {
+				rctx, stop := context.WithCancel(ctx)
+				var stopped time.Time
+				backend := &slowBackend{at: int64(n / 2), stop: func() { stopped = time.Now(); stop() }}
+				h := domain.New(domain.Config{Resource: "postgres", Receives: file, HoldsTimeout: time.Second, Parallel: 8},
+					nonBlocking{afero.NewOsFs()}, clock.New(), backend, nil, &fakeLogger{})
+				h.Run(rctx, nil, nil)
+				took += time.Since(stopped)
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "stop-ms")
 		})
 	}
 }

@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"crypto/sha256"
+	"time"
+)
 
 // brake is a consumer that checks found lost: times re-applies in a row, and the next check not
 // before nextAt.
@@ -18,4 +21,29 @@ func backoff(verifyEvery time.Duration, n int) time.Duration {
 		wait *= 2
 	}
 	return min(wait, maxBackoff)
+}
+
+// maxRefusedWait is the longest a consumer whose create was refused, or which asks for what
+// cannot be made, waits before it is tried again.
+const maxRefusedWait = 5 * time.Minute
+
+// refusal is a consumer whose create was refused (ports.ErrRefused) or invalid
+// (ports.ErrInvalid): times in a row, what it asked for then (hash), and when it is tried
+// again. Asking again changes nothing until somebody changes the backend or the entry, so it is
+// not asked on every pass; what it asks for changing ends the wait.
+type refusal struct {
+	hash   [sha256.Size]byte
+	times  int
+	nextAt time.Time
+}
+
+// refusedWait is how long a consumer refused n times in a row waits: every, doubled per
+// refusal after the first, at most maxRefusedWait. Doubling stops at the cap, so no count
+// overflows.
+func refusedWait(every time.Duration, n int) time.Duration {
+	wait := every
+	for i := 1; i < n && wait < maxRefusedWait; i++ {
+		wait *= 2
+	}
+	return min(wait, maxRefusedWait)
 }

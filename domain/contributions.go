@@ -78,7 +78,11 @@ func (h *Harness) readContributions() ([]contribution, bool) {
 		h.parse(raw)
 	}
 	h.file.read, h.file.id, h.file.digest = true, id, digest
-	h.warn(h.file.why)
+	h.warn(h.file.why) // that the file is readable again comes before what it says, as in the spec
+	for _, e := range h.deferred {
+		h.log.Log(e)
+	}
+	h.deferred = h.deferred[:0]
 	if h.file.why != "" {
 		return nil, false
 	}
@@ -129,7 +133,7 @@ func (h *Harness) parse(raw []byte) {
 			f.bad++
 			as, line := h.badEntry(i, e, err)
 			if !f.said[line] {
-				h.say(slog.LevelWarn, as, "%s", line)
+				h.later(slog.LevelWarn, as, "%s", line)
 			}
 			said[line] = true
 			continue
@@ -200,7 +204,7 @@ func (h *Harness) grants(given []contribution) []contribution {
 		}
 		if seen[g.As] {
 			if !twice[g.As] && !h.twice[g.As] {
-				h.say(slog.LevelWarn, g.As, "%s: listed more than once in %s; using the first entry", g.As, h.cfg.Receives)
+				h.later(slog.LevelWarn, g.As, "%s: listed more than once in %s; using the first entry", g.As, h.cfg.Receives)
 			}
 			twice[g.As] = true
 			continue

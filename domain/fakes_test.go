@@ -3,6 +3,7 @@ package domain_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -156,19 +157,26 @@ func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (ports.Holdi
 }
 
 // HoldsAll asks Holds of each in order, each bounded by its own timeout, as a backend that
-// checks one consumer after another would; once the context is over, the rest are not asked.
+// checks one consumer after another would; once the context is over, the rest are not asked,
+// and once one check timed out, the rest are answered ErrNotAsked, as the contract says.
 func (b *fakeBackend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
 	b.mu.Lock()
 	b.batches++
 	b.mu.Unlock()
 	out := make([]ports.Checked, len(ps))
+	timedOut := false
 	for i, p := range ps {
 		if err := ctx.Err(); err != nil {
 			out[i].Err = err
 			continue
 		}
+		if timedOut {
+			out[i].Err = fmt.Errorf("check %s: %w", p.As, ports.ErrNotAsked)
+			continue
+		}
 		cctx, cancel := b.withTimeout(ctx, each)
 		out[i].Holding, out[i].Err = b.Holds(cctx, p)
+		timedOut = errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 	}
 	return out

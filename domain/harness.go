@@ -96,8 +96,27 @@ type Harness struct {
 	removing  map[string]*repeat
 	twice     map[string]bool
 	passwords map[string]string
+	secretIdx secretIndex // h.passwords, indexed to scrub in linear time
 	secrets   map[string]secretMemo
 	status    map[string]*Status
+
+	// refusals are the consumers whose create was refused, or asked for what cannot be made:
+	// tried again as their wait runs out, at once when what they ask for changes, or on
+	// RetryNow. retry is RetryNow's request, taken by the next pass.
+	refusals map[string]*refusal
+	retry    atomic.Bool
+	// unasked are the consumers whose check was not answered on the last pass (not made
+	// after a timeout, or timed out itself for the first time this verify round), with how
+	// often their own check timed out this round: the next pass asks them, starting at resume
+	// (a position in the file) where the last one stopped.
+	unasked map[string]int
+	resume  int
+	// uncheckable is, per consumer, the check error last said; shared, per cause many
+	// consumers met in one pass, the line said for all of them.
+	uncheckable map[string]*repeat
+	shared      map[string]*repeat
+	// deferred are the lines of reading the file, said after whether it is readable again.
+	deferred []ports.Entry
 
 	file        contents
 	lastWarning string
@@ -173,11 +192,19 @@ func (h *Harness) forgetAll() {
 	h.failing = map[string]*repeat{}
 	h.refused = map[string]*repeat{}
 	h.removing = map[string]*repeat{}
-	h.passwords = map[string]string{}
+	h.passwords, h.secretIdx = map[string]string{}, secretIndex{}
 	h.secrets = map[string]secretMemo{}
 	h.status = map[string]*Status{}
+	h.refusals = map[string]*refusal{}
+	h.unasked, h.resume = map[string]int{}, 0
+	h.uncheckable, h.shared = map[string]*repeat{}, map[string]*repeat{}
 	h.want, h.dirty = nil, true
 }
+
+// RetryNow has the next pass try at once every consumer whose create was refused or asked for
+// what cannot be made, whatever is left of its wait: what SIGHUP asks for. It may be called
+// from any goroutine.
+func (h *Harness) RetryNow() { h.retry.Store(true) }
 
 // Run reconciles until ctx ends: a pass every Config.Every, and one as soon as wake delivers (nil
 // never does). observe, when not nil, is given each pass's Report. A pass under way when ctx ends

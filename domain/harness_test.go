@@ -316,7 +316,7 @@ func TestHoldsErrorIsNotLoss(t *testing.T) {
 	is.Equal(len(w.backend.holdsCalls), 2) // asked again next interval
 }
 
-func TestHoldsTimeoutStopsVerifyingForThePass(t *testing.T) {
+func TestHoldsTimeoutStopsTheChecksAndTheNextPassContinues(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
 	for _, as := range []string{"a", "b", "c"} {
@@ -340,8 +340,13 @@ func TestHoldsTimeoutStopsVerifyingForThePass(t *testing.T) {
 	is.Equal(w.backend.createsOf("b"), 1)
 
 	w.backend.holdsFn = nil
+	r := w.pass(domain.DefaultEvery)                   // not a verify pass
+	is.Equal(w.backend.holdsCalls, []string{"b", "a"}) // continued where it stopped: b, then a again (c was created)
+	is.Equal(r.Unchecked, 0)
+	w.pass(domain.DefaultEvery)
+	is.Equal(len(w.backend.holdsCalls), 2) // and then, until the next interval, nothing
 	w.pass(time.Minute)
-	is.Equal(w.backend.holdsCalls, []string{"a", "b", "c"}) // next interval asks all again
+	is.Equal(w.backend.holdsCalls[2:], []string{"a", "b", "c"}) // the next interval asks all, in the file's order
 }
 
 func TestCreateFailureSaidFirstThenEvery240th(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,18 +43,24 @@ type item struct {
 	unreadable error // its secret could not be read
 	refused    error // its secret cannot be a password
 
-	act      action
-	asked    bool          // a check's answer counts: it came before any check that timed out
-	checked  ports.Checked // a check's answer
-	created  bool          // Create was called
-	err      error         // Create's error
-	brake    brake         // what the consumer's brake was when the pass began
-	timedOut bool
+	index     int // its position in the file
+	act       action
+	continued bool          // a check the last pass did not get an answer to
+	asked     bool          // a check was made; its answer counts
+	notAsked  bool          // a check was planned and not made (an earlier one timed out, or a stop)
+	checked   ports.Checked // a check's answer
+	created   bool          // Create was called
+	err       error         // Create's error
+	brake     brake         // what the consumer's brake was when the pass began
+	timedOut  bool
 }
 
 // Reconcile is one pass. One consumer's failure never stops the others'.
 func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	h.step()
+	if h.retry.Swap(false) {
+		clear(h.refusals)
+	}
 	start := h.clock.Now()
 	defer func() {
 		r.Took = h.clock.Now().Sub(start)
@@ -81,7 +88,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	items := h.readSecrets(given)
 	leaving := h.leaving(want)
-	if !h.recordRead || verifying || h.anyChanged(items) || h.due(leaving) {
+	if !h.recordRead || verifying || len(h.unasked) > 0 || h.anyChanged(items) || h.due(leaving) {
 		// The backend is used this pass: first as a whole, which also reads its record.
 		if !h.readRecord(ctx, &r) {
 			h.settleUnchecked(items, &r)
@@ -127,15 +134,15 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		it := &h.items[i]
 		*it = item{g: g}
 		items[i] = it
+		it.index = i
 		pw, unreadable, refused := h.readSecret(g.As, g.Secret)
 		if unreadable != nil || refused != nil {
 			it.unreadable, it.refused = unreadable, refused
 			continue
 		}
 		delete(h.waiting, g.As)
-		if h.passwords[g.As] != pw {
-			h.passwords[g.As] = pw
-		}
+		delete(h.refused, g.As) // a refusal that comes back after a usable secret is said again
+		h.setPassword(g.As, pw)
 		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Consumer: g.Node}
 		it.hash = h.hashOf(g, pw)
 	}
@@ -177,6 +184,7 @@ func (h *Harness) plan(items []*item, verifying bool) {
 	now := h.clock.Now()
 	for _, it := range items {
 		if it.unreadable != nil || it.refused != nil {
+			delete(h.unasked, it.g.As)
 			continue
 		}
 		as := it.g.As
@@ -184,43 +192,80 @@ func (h *Harness) plan(items []*item, verifying bool) {
 		rec, recorded := h.record[as]
 		b, braked := h.lost[as]
 		it.brake = b
+		off := h.refusals[as]
+		if off != nil && off.hash != it.hash {
+			delete(h.refusals, as) // what it asks for changed: tried at once
+			off = nil
+		}
 		switch {
 		case applied && was.hash == it.hash:
-			if verifying && !(braked && now.Before(b.nextAt)) {
-				it.act = check
+			_, unasked := h.unasked[as]
+			if (verifying || unasked) && !(braked && now.Before(b.nextAt)) {
+				it.act, it.continued = check, !verifying
 			}
+		case off != nil && now.Before(off.nextAt):
+			// Refused, or asking for what cannot be made: not asked again before its wait is over.
 		case !applied && recorded && !rec.Withdrawn:
 			it.act = confirm
 		default:
 			it.act = create
 		}
+		if it.act != check && it.act != confirm {
+			delete(h.unasked, as) // braked, changed or backing off: no longer a check to continue
+		}
 	}
 }
 
 // run asks the backend what the plan says: the creates first, then every check in one batch,
-// then the creates of what the checks found lost. A check that timed out stops checking for the
-// rest of the pass: the answers of the consumers after it in the file's order do not count.
+// then the creates of what the checks found lost. Every answer counts. The backend stops
+// checking after a check that timed out; the checks it did not make, and the one that timed out
+// (once), are asked on the next pass, which starts where this one stopped, so that a timeout
+// never leaves the consumers after it unchecked for good.
 func (h *Harness) run(ctx context.Context, items []*item) {
 	h.creates(ctx, items, func(it *item) bool { return it.act == create })
 
 	var checks []*item
-	var ps []ports.Provision
 	for _, it := range items {
 		if it.act == check || it.act == confirm {
 			checks = append(checks, it)
-			ps = append(ps, it.p)
 		}
 	}
 	if len(checks) == 0 {
 		return
 	}
+	// Where the last pass stopped first, then the rest in the file's order.
+	at, _ := slices.BinarySearchFunc(checks, h.resume, func(it *item, i int) int { return it.index - i })
+	checks = append(checks[at:len(checks):len(checks)], checks[:at]...)
+	ps := make([]ports.Provision, len(checks))
+	for i, it := range checks {
+		ps[i] = it.p
+	}
 	answers := h.backend.HoldsAll(ctx, ps, h.cfg.HoldsTimeout)
 	h.step()
+	h.resume = 0
+	stopped := false
 	for i, it := range checks {
-		it.asked, it.checked = true, answers[i]
-		if it.checked.Err != nil && errors.Is(it.checked.Err, context.DeadlineExceeded) {
-			it.timedOut = true
-			break
+		it.checked = answers[i]
+		err := it.checked.Err
+		switch {
+		case err != nil && (errors.Is(err, ports.ErrNotAsked) || ctx.Err() != nil):
+			it.notAsked = true
+			if !stopped {
+				stopped, h.resume = true, it.index
+			}
+		default:
+			it.asked, it.timedOut = true, errors.Is(err, context.DeadlineExceeded)
+		}
+		timeouts := h.unasked[it.g.As] // its own, this verify round
+		if !it.continued {
+			timeouts = 0
+		}
+		delete(h.unasked, it.g.As)
+		switch {
+		case it.notAsked:
+			h.unasked[it.g.As] = timeouts
+		case it.timedOut && timeouts == 0:
+			h.unasked[it.g.As] = 1 // asked once more; a check that keeps timing out waits for the next round
 		}
 	}
 	h.creates(ctx, items, func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
@@ -235,6 +280,9 @@ func (h *Harness) creates(ctx context.Context, items []*item, which func(*item) 
 		}
 	}
 	h.each(len(picked), func(i int) {
+		if ctx.Err() != nil {
+			return // a stop: what was not started is left as it is, and not said
+		}
 		it := picked[i]
 		it.created = true
 		it.err = h.backend.Create(ctx, it.p)
@@ -265,6 +313,7 @@ func (h *Harness) each(n int, fn func(i int)) {
 
 // settle walks the consumers in the file's order and records and says what the run found.
 func (h *Harness) settle(items []*item, r *Report) {
+	shared := h.sharedCauses(items)
 	for _, it := range items {
 		as := it.g.As
 		switch {
@@ -274,17 +323,131 @@ func (h *Harness) settle(items []*item, r *Report) {
 		case it.act == create:
 			h.settleCreate(it, 0, r)
 		case !it.asked:
+			// Not asked (an earlier check timed out, or a stop): unchecked, and asked next pass.
+			if it.notAsked {
+				r.Unchecked++
+			}
 			h.setState(as, h.stateOrUnchecked(as), "")
 		case it.checked.Err != nil:
 			// Unable to ask is not evidence of loss.
 			r.Unchecked++
-			h.say(slog.LevelWarn, as, "%s: could not check the backend%s: %s", as, h.retrying(", will ask again"), h.scrubbed(it.checked.Err))
-			h.setState(as, h.stateOrUnchecked(as), h.scrubbed(it.checked.Err))
+			r.CheckErrors++
+			text := h.scrubbed(as, it.checked.Err)
+			if s := shared[cause(it.checked.Err)]; s != nil {
+				h.sayShared(s)
+			} else if h.uncheckableOf(as).again(text) {
+				h.say(slog.LevelWarn, as, "%s: could not check the backend%s: %s", as, h.retrying(", will ask again"), text)
+			}
+			h.setState(as, h.stateOrUnchecked(as), text)
 		default:
+			delete(h.uncheckable, as)
 			h.settleCheck(it, r)
 		}
 	}
 	r.Consumers, r.Status = h.views(items)
+}
+
+// sharedCause is a reason several consumers could not be checked in one pass: said once for
+// all of them, as a problem of the backend.
+type sharedCause struct {
+	text   string
+	logins []string
+	said   bool
+}
+
+// sharedCauses are the reasons more than one consumer could not be checked this pass, by the
+// text of their innermost error. What was said of a cause no consumer met this pass is
+// forgotten: it is said again should it come back.
+func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
+	var byCause map[string]*sharedCause
+	for _, it := range items {
+		if !it.asked || it.checked.Err == nil || h.secretUnusable(it) {
+			continue
+		}
+		if byCause == nil {
+			byCause = map[string]*sharedCause{}
+		}
+		c := cause(it.checked.Err)
+		s := byCause[c]
+		if s == nil {
+			s = &sharedCause{text: h.scrubbed("", errors.New(c))}
+			byCause[c] = s
+		}
+		s.logins = append(s.logins, it.g.As)
+	}
+	met := make(map[string]bool, len(byCause))
+	for c, s := range byCause {
+		if len(s.logins) < 2 {
+			delete(byCause, c)
+			continue
+		}
+		met[s.text] = true
+	}
+	for text := range h.shared {
+		if !met[text] {
+			delete(h.shared, text)
+		}
+	}
+	return byCause
+}
+
+// sayShared says, the first time in a pass, that the consumers of s could not be checked:
+// when the cause is new, and while it lasts, every loudlyEvery-th pass.
+func (h *Harness) sayShared(s *sharedCause) {
+	if s.said {
+		return
+	}
+	s.said = true
+	rep := h.shared[s.text]
+	if rep == nil {
+		rep = &repeat{}
+		h.shared[s.text] = rep
+	}
+	if !rep.again(s.text) {
+		return
+	}
+	who := strings.Join(s.logins[:min(3, len(s.logins))], ", ")
+	if len(s.logins) > 3 {
+		who += ", ..."
+	}
+	h.say(slog.LevelWarn, "", "could not check the backend for %d consumers (%s)%s: %s", len(s.logins), who,
+		h.retrying(", will ask again"), s.text)
+}
+
+func (h *Harness) uncheckableOf(as string) *repeat {
+	r := h.uncheckable[as]
+	if r == nil {
+		r = &repeat{}
+		h.uncheckable[as] = r
+	}
+	return r
+}
+
+func (h *Harness) secretUnusable(it *item) bool { return it.unreadable != nil || it.refused != nil }
+
+// cause is the text of the innermost error of err that its text ends with: what a wrapper that
+// names the consumer ("check letta: ...") says of, and what consumers that met the same
+// problem share.
+func cause(err error) string {
+	for {
+		var next []error
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			next = []error{u.Unwrap()}
+		case interface{ Unwrap() []error }:
+			next = u.Unwrap()
+		}
+		text, found := err.Error(), false
+		for _, n := range next {
+			if n != nil && n.Error() != "" && strings.HasSuffix(text, n.Error()) {
+				err, found = n, true
+				break
+			}
+		}
+		if !found {
+			return text
+		}
+	}
 }
 
 // views are the consumers' states and statuses for a Report, made anew only where some changed:
@@ -319,6 +482,11 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		return
 	}
 	st.Drift, h.dirty = it.checked.Drift, true
+	if !it.created {
+		// Not held, and not applied again: the pass was stopped first.
+		h.setState(as, h.stateOrUnchecked(as), "")
+		return
+	}
 	if it.act == confirm {
 		// Made before this process started (or by another replica), and not as asked now: a
 		// create like any other.
@@ -342,16 +510,26 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 // backend lost for the reapplying-th time in a row.
 func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	as := it.g.As
+	if !it.created {
+		// The pass was stopped before it: left as it was, for the next start.
+		h.setState(as, h.stateOrUnchecked(as), "")
+		return
+	}
 	if it.err != nil {
 		r.Failures++
 		text := h.createFailed(as, it.err)
 		if reapplying > 0 {
 			// The brake keeps its count: the next check may apply again at once.
 			h.lost[as] = brake{times: reapplying - 1}
+		} else if errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid) {
+			h.backOff(it)
+		} else {
+			delete(h.refusals, as) // transient: tried again next pass
 		}
 		h.setState(as, StateFailing, text)
 		return
 	}
+	delete(h.refusals, as)
 	if f, was := h.failing[as]; was {
 		h.say(slog.LevelInfo, as, "%s: created, after %d failed attempt(s)", as, f.times)
 		delete(h.failing, as)
@@ -378,7 +556,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 // createFailed says a failed create the first time, and while it fails the same way, every
 // loudlyEvery-th time; a different error starts the count again. It answers the error's text.
 func (h *Harness) createFailed(as string, err error) string {
-	text := h.scrubbed(err)
+	text := h.scrubbed(as, err)
 	f := h.failing[as]
 	if f == nil {
 		f = &repeat{}
@@ -420,7 +598,17 @@ func (h *Harness) settleSecret(it *item) bool {
 // forget drops what the loop counted for consumers that left the file. What was applied stays
 // until it is withdrawn.
 func (h *Harness) forget(want map[string]bool) {
-	for _, m := range []map[string]*repeat{h.failing, h.refused} {
+	for as := range h.refusals {
+		if !want[as] {
+			delete(h.refusals, as)
+		}
+	}
+	for as := range h.unasked {
+		if !want[as] {
+			delete(h.unasked, as)
+		}
+	}
+	for _, m := range []map[string]*repeat{h.failing, h.refused, h.uncheckable} {
 		for as := range m {
 			if !want[as] {
 				delete(m, as)
@@ -444,7 +632,7 @@ func (h *Harness) forget(want map[string]bool) {
 	}
 	for as := range h.passwords {
 		if _, applied := h.applied[as]; !want[as] && !applied {
-			delete(h.passwords, as)
+			h.dropPassword(as)
 		}
 	}
 }
@@ -501,4 +689,17 @@ func (h *Harness) setState(as string, s State, lastError string) {
 	if st.State != was.State || st.Since != was.Since || st.LastError != was.LastError || st.NextCheck != was.NextCheck {
 		h.dirty = true
 	}
+}
+
+// backOff spaces out the creates of a consumer that was refused, or asks for what cannot be
+// made: the next try waits Every, doubled per refusal in a row, at most maxRefusedWait. Its
+// line is said as any failed create's (the first time, then every loudlyEvery-th).
+func (h *Harness) backOff(it *item) {
+	b := h.refusals[it.g.As]
+	if b == nil || b.hash != it.hash {
+		b = &refusal{hash: it.hash}
+		h.refusals[it.g.As] = b
+	}
+	b.times++
+	b.nextAt = h.clock.Now().Add(refusedWait(h.cfg.Every, b.times))
 }

@@ -72,7 +72,7 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 // serverProblem records and says, once until it changes and every loudlyEvery-th pass it lasts,
 // why the backend as a whole cannot be used.
 func (h *Harness) serverProblem(err error, r *Report) {
-	text := h.scrubbed(err)
+	text := h.scrubbed("", err)
 	r.ServerProblem = text
 	if h.server.again(text) {
 		consequence := "nothing is created, checked or withdrawn until this is resolved"

@@ -64,8 +64,11 @@ type Report struct {
 	Withdrawn, Dropped int
 	// Failures counts creates, removes and drops that failed.
 	Failures int
-	// Unchecked counts consumers the backend could not be asked about.
+	// Unchecked counts consumers the backend could not be asked about: the server unusable, a
+	// check not made (an earlier one timed out), or a check that failed.
 	Unchecked int
+	// CheckErrors counts checks that were made and could not be answered (failed, or timed out).
+	CheckErrors int
 	// WithdrawalsHeld counts consumers the file no longer lists whose withdrawal waits for the
 	// file to settle; MassWithdrawal is set when they are more than half of those managed.
 	WithdrawalsHeld int

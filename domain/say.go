@@ -39,13 +39,22 @@ func (h *Harness) say(level slog.Level, consumer, format string, args ...any) {
 	h.log.Log(ports.Entry{Level: level, Consumer: consumer, Message: fmt.Sprintf(format, args...)})
 }
 
+// later is say for a line of reading the file: said once the pass has said whether the file
+// can be used.
+func (h *Harness) later(level slog.Level, consumer, format string, args ...any) {
+	h.deferred = append(h.deferred, ports.Entry{Level: level, Consumer: consumer, Message: fmt.Sprintf(format, args...)})
+}
+
 // scrubbed is an error's text with every password the loop knows removed: an error from the
 // backend may quote what it was given, and it may name another consumer's password as well as
-// its own.
-func (h *Harness) scrubbed(err error) string {
-	text := err.Error()
-	for _, pw := range h.passwords {
-		text = scrub(text, pw)
+// its own. The consumer as's own password goes first, as the spec scrubs it, then the others
+// the text holds, longest first and then in byte order, so that a text is scrubbed the same way
+// on every pass (and an unchanged failure is not said again for it). It costs the text's length
+// times the number of distinct password lengths, not the number of consumers. as may be empty.
+func (h *Harness) scrubbed(as string, err error) string {
+	text := scrub(err.Error(), h.passwords[as])
+	for _, form := range h.secretIdx.in(text) {
+		text = strings.ReplaceAll(text, form, "***")
 	}
 	return text
 }

@@ -198,7 +198,7 @@ func (h *Harness) settleLeaver(l *leaver, r *Report) {
 		if !l.active {
 			verb = "drop"
 		}
-		text := h.scrubbed(l.err)
+		text := h.scrubbed(l.as, l.err)
 		if h.removing[l.as].again(text) {
 			h.say(slog.LevelWarn, l.as, "%s: %s failed%s: %s", l.as, verb, h.retrying(", will retry"), text)
 		}
@@ -210,7 +210,7 @@ func (h *Harness) settleLeaver(l *leaver, r *Report) {
 	delete(h.applied, l.as)
 	h.changes++
 	delete(h.lost, l.as)
-	delete(h.passwords, l.as)
+	h.dropPassword(l.as)
 	delete(h.removing, l.as)
 	if l.drop {
 		r.Dropped++

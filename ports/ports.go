@@ -86,8 +86,9 @@ type Backend interface {
 	// asked, not that the consumer is lost.
 	Holds(ctx context.Context, p Provision) (Holding, error)
 	// HoldsAll is Holds for many consumers at once, answered in the order of ps; each answer
-	// is the one Holds would give. each bounds the check of any one consumer. It changes
-	// nothing.
+	// is the one Holds would give. each bounds the check of any one consumer, from when that
+	// check starts (not while it waits its turn). Once a check has timed out, the checks not
+	// yet started are not made: their answers' Err wraps ErrNotAsked. It changes nothing.
 	HoldsAll(ctx context.Context, ps []Provision, each time.Duration) []Checked
 	// Managed lists what the record says this provider manages, active or withdrawn. It is
 	// also the check of the backend as a whole: an error means the record could not be read
@@ -107,6 +108,28 @@ type Lease interface {
 
 // ErrStandby is a replica that does not hold the lease because another does.
 var ErrStandby = errors.New("another replica holds the lease")
+
+// The kinds of a Backend's errors, which an adapter wraps (fmt.Errorf("...: %w", ErrRefused)) and
+// the domain tells apart with errors.Is. An error of none of these kinds is taken as transient.
+// What to do about an error (try again, back off, tell the operator) is the domain's to say: an
+// adapter's text says what happened, never what happens next.
+var (
+	// ErrRefused is what exists on the backend and is not the provider's to take over (a role
+	// it did not make that is a superuser, a database another role owns, ...): asking again
+	// changes nothing until somebody changes the backend or the consumer's entry.
+	ErrRefused = errors.New("refused")
+	// ErrInvalid is what the consumer's entry asks for that the backend can never make (a
+	// reserved or malformed name, a value of the wrong type): asking again changes nothing
+	// until the entry changes.
+	ErrInvalid = errors.New("invalid")
+	// ErrTransient is what may well go away on its own (the server unreachable or busy, a lock
+	// held by another session, a deadline): asked again on the next pass.
+	ErrTransient = errors.New("transient")
+)
+
+// ErrNotAsked is HoldsAll's answer about a consumer it did not check because an earlier check
+// timed out: a backend that timed out for one consumer is likely to for the next.
+var ErrNotAsked = errors.New("not asked: an earlier check timed out")
 
 // Filesystem is the part of afero.Fs the loop reads the contributions file and secrets through.
 // Open must not block on what is not a regular file (a FIFO nobody writes would stall the loop

@@ -1,6 +1,6 @@
 // Package logger writes the provider's lines: as the seed's text, "[provisioner:RESOURCE] "
-// and the message, one a line (what operators' alerts match on), or as JSON lines through
-// log/slog with the consumer as a field.
+// and the message, one a line (what operators' alerts match on), its control characters escaped,
+// or as JSON lines through log/slog with the consumer as a field.
 package logger
 
 import (
@@ -43,13 +43,15 @@ type text struct {
 var _ ports.Logger = (*text)(nil)
 
 // Log writes the line whole in one write, so that lines from several goroutines never interleave.
+// The message is escaped (Escape): a login, path or error text from outside that holds a newline
+// or a terminal's escape sequence stays within its line and reaches the terminal as text.
 func (t *text) Log(e ports.Entry) {
 	if e.Level < t.level {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, _ = io.WriteString(t.w, t.prefix+e.Message+"\n")
+	_, _ = io.WriteString(t.w, t.prefix+Escape(e.Message)+"\n")
 }
 
 type structured struct {

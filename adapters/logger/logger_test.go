@@ -59,3 +59,43 @@ func TestLinesQuieterThanTheLevelAreNotSaid(t *testing.T) {
 		is.Equal(bytes.Count(out.Bytes(), []byte("\n")), 1) // only the warning
 	}
 }
+
+// hostile is the login of issue 19: one that, written raw, would add a line that reads like
+// the provider's own.
+const hostile = "evil\n[provisioner:postgres] h0001: no longer in /run/mesh/contributions.json; withdrawing it from the backend"
+
+func TestALineFromOutsideStaysOneLine(t *testing.T) {
+	is := is.New(t)
+	var out bytes.Buffer
+	l, err := logger.New(&out, logger.Text, "postgres", slog.LevelInfo)
+	is.NoErr(err)
+	path := "/run/secrets/a\nb\x1b[2Jc"
+	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: hostile, Message: hostile + ": create failed, will retry: login is bad"})
+	l.Log(ports.Entry{Level: slog.LevelInfo, Consumer: "letta", Message: "letta: secret not readable yet (" + path + "): it is empty"})
+	is.Equal(out.String(), `[provisioner:postgres] evil\n[provisioner:postgres] h0001: no longer in /run/mesh/contributions.json; withdrawing it from the backend: create failed, will retry: login is bad
+[provisioner:postgres] letta: secret not readable yet (/run/secrets/a\nb\x1b[2Jc): it is empty
+`) // two entries, two lines, no raw newline or ESC inside either
+	is.Equal(bytes.IndexByte(out.Bytes(), 0x1b), -1) // no escape byte reaches the terminal
+}
+
+func TestEscapeLeavesOrdinaryTextAsItIs(t *testing.T) {
+	is := is.New(t)
+	for _, s := range []string{"", "letta: still not held after being applied again (2 times in a row) — create does not produce what holds checks",
+		`login "a\\b": only letters`, "café ü 日本"} {
+		is.Equal(logger.Escape(s), s) // printable text, UTF-8 included, is unchanged
+	}
+	is.Equal(logger.Escape("a\tb\r\x00\x7f\u009b\u202e\xff"), `a\tb\r\x00\x7f\u009b\u202e\xff`) // each control, override and stray byte escaped
+}
+
+func TestJSONIsLeftToTheEncoder(t *testing.T) {
+	is := is.New(t)
+	var out bytes.Buffer
+	l, err := logger.New(&out, logger.JSON, "postgres", slog.LevelInfo)
+	is.NoErr(err)
+	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: hostile, Message: hostile + ": x"})
+	is.Equal(bytes.Count(out.Bytes(), []byte("\n")), 1) // one JSON line
+	var got map[string]any
+	is.NoErr(json.Unmarshal(out.Bytes(), &got))
+	is.Equal(got["consumer"], hostile)  // the login as it is, escaped by JSON alone
+	is.Equal(got["msg"], hostile+": x") // and the message
+}

@@ -204,7 +204,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
 		return err
 	}
 	if p.Password == "" {
-		return fmt.Errorf("create role %s: the minted password is empty", pl.role)
+		return invalid(fmt.Errorf("create role %s: the minted password is empty", pl.role))
 	}
 	return b.locked(ctx, pl.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		if _, err := b.ensureRole(ctx, conn, pl, p.Password); err != nil {
@@ -267,11 +267,11 @@ func limitOrNone(n int) int {
 }
 
 // lockError says where err is a statement that waited on somebody else's lock for longer than
-// the lock timeout.
+// the lock timeout, which is transient. Whether and when it is tried again is the loop's to say.
 func (b *Backend) lockError(err error) error {
 	if pgCode(err) == lockNotAvailable {
-		return fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?); "+
-			"tried again next pass", err, b.lockWait)
+		return transient(fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?)",
+			err, b.lockWait))
 	}
 	return err
 }
@@ -297,12 +297,27 @@ func (c *dbConn) Close(ctx context.Context) error {
 // connectTo opens a connection to db as the provider, once one of the Backend's slots for such
 // connections is free; readOnly ones refuse every write.
 func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*dbConn, error) {
+	release, err := b.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.connectIn(ctx, db, readOnly, release)
+}
+
+// slot waits for one of the Backend's slots for connections to consumers' databases, and
+// answers how to give it back.
+func (b *Backend) slot(ctx context.Context) (release func(), err error) {
 	select {
 	case b.databases <- struct{}{}:
+		return func() { <-b.databases }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	release := func() { <-b.databases }
+}
+
+// connectIn opens a connection to db as the provider in a slot already taken, which release
+// gives back (at once, where the connection cannot be opened).
+func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, release func()) (*dbConn, error) {
 	cfg := b.pool.Config().ConnConfig.Copy()
 	cfg.Database = db
 	if cfg.RuntimeParams == nil {

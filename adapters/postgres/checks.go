@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -24,9 +26,10 @@ func (b *Backend) Holds(ctx context.Context, p ports.Provision) (ports.Holding, 
 // HoldsAll checks every consumer of ps and changes nothing: one round trip asks the catalog
 // about all their roles and databases (and which of the extensions they name the server has),
 // the stored passwords are verified here (answers remembered per role), and only consumers
-// that name extensions cost more: one short-lived, read-only connection per database, several
-// at once within the Backend's connection budget. each bounds the catalog's round trip and
-// each database's check.
+// that name extensions cost more: one short-lived, read-only connection per database, as many at
+// once as the Backend has slots for them, in the order of ps. each bounds the catalog's round
+// trip and each database's check from when it starts, not while it waits for a connection or
+// a slot; once one timed out, the database checks not yet started are not made (ErrNotAsked).
 func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
 	out := make([]ports.Checked, len(ps))
 	if len(ps) == 0 {
@@ -54,9 +57,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	if len(index) == 0 {
 		return out
 	}
-	cctx, cancel := context.WithTimeout(ctx, each)
-	facts, available, err := b.catalog(cctx, roles, databases, named, consumerSearchPath)
-	cancel()
+	facts, available, err := b.catalogWithin(ctx, each, roles, databases, named)
 	if err != nil {
 		for _, i := range index {
 			out[i].Err = fmt.Errorf("check %s: %w", plans[i].role, err)
@@ -88,40 +89,74 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		deep = append(deep, k)
 	}
-	var wg sync.WaitGroup
-	for _, k := range deep {
+	var timedOut atomic.Bool
+	workOn(len(deep), cap(b.databases), func(j int) {
+		k := deep[j]
 		i := index[k]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, each)
-			defer cancel()
-			if delegated {
-				switch ok, err := b.logsIn(dctx, plans[i], ps[i].Password); {
-				case err != nil:
-					out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", plans[i].role, err)
-					return
-				case !ok:
-					out[i].Holding = ports.Holding{Drift: []string{"password"}}
-					return
-				}
+		var release func()
+		var err error
+		if !timedOut.Load() {
+			release, err = b.slot(ctx) // its turn; its deadline starts once it has it
+		}
+		switch {
+		case err != nil:
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+			return
+		case release == nil || timedOut.Load():
+			if release != nil {
+				release()
 			}
-			var drift []string
-			if len(facts[k].available) > 0 {
-				var err error
-				if drift, err = b.inDatabase(dctx, plans[i], facts[k].available); err != nil {
-					out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
-					return
-				}
-				if !facts[k].searchPath {
-					drift = append(drift, "search_path setting")
-				}
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, ports.ErrNotAsked)
+			return
+		}
+		dctx, cancel := context.WithTimeout(ctx, each)
+		defer cancel()
+		if delegated {
+			ok, err := b.logsIn(dctx, plans[i], ps[i].Password)
+			if err != nil || !ok || len(facts[k].available) == 0 {
+				release()
 			}
-			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
-		}()
-	}
-	wg.Wait()
+			switch {
+			case err != nil:
+				if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+					timedOut.Store(true)
+				}
+				out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", plans[i].role, err)
+				return
+			case !ok:
+				out[i].Holding = ports.Holding{Drift: []string{"password"}}
+				return
+			case len(facts[k].available) == 0:
+				out[i].Holding = ports.Holding{Held: true}
+				return
+			}
+		}
+		drift, err := b.inDatabase(dctx, plans[i], facts[k].available, release)
+		if err != nil {
+			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+				timedOut.Store(true)
+			}
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+			return
+		}
+		if !facts[k].searchPath {
+			drift = append(drift, "search_path setting")
+		}
+		out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
+	})
 	return out
+}
+
+// catalogWithin is catalog on a connection of the pool, within each from when it has one.
+func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, databases, named []string) ([]facts, map[string]bool, error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Release()
+	cctx, cancel := context.WithTimeout(ctx, each)
+	defer cancel()
+	return b.catalog(cctx, conn, roles, databases, named, consumerSearchPath)
 }
 
 // workOn calls fn(0) ... fn(n-1) on at most workers goroutines, and returns when all have.
@@ -157,7 +192,7 @@ type facts struct {
 // catalog asks, in one round trip, what the server holds of each role and database, and which
 // of the named extensions it has available (listing those reads every control file, so only
 // where some are named).
-func (b *Backend) catalog(ctx context.Context, roles, databases, named []string, searchPath string) ([]facts, map[string]bool, error) {
+func (b *Backend) catalog(ctx context.Context, conn *pgxpool.Conn, roles, databases, named []string, searchPath string) ([]facts, map[string]bool, error) {
 	batch := &pgx.Batch{}
 	relation, stored := "pg_catalog.pg_authid", "r.rolpassword"
 	if b.delegated() { // stored verifiers are a superuser's to read
@@ -184,7 +219,7 @@ ORDER BY w.i`, roles, databases, searchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}
-	results := b.pool.SendBatch(ctx, batch)
+	results := conn.SendBatch(ctx, batch)
 	defer results.Close()
 	rows, err := results.Query()
 	if err != nil {
@@ -263,9 +298,9 @@ func (b *Backend) drift(role string, f facts) []string {
 
 // inDatabase is what drifted inside the consumer's database: the provider's schema (owned by a
 // superuser, the consumer's role may use it and nobody else create in it) and each of names
-// installed, asked on a read-only connection of its own.
-func (b *Backend) inDatabase(ctx context.Context, pl plan, names []string) ([]string, error) {
-	conn, err := b.connectTo(ctx, pl.database, true)
+// installed, asked on a read-only connection of its own in the slot release gives back.
+func (b *Backend) inDatabase(ctx context.Context, pl plan, names []string, release func()) ([]string, error) {
+	conn, err := b.connectIn(ctx, pl.database, true, release)
 	if err != nil {
 		return nil, err
 	}
@@ -297,18 +332,12 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 }
 
 // logsIn is whether the consumer's role logs in to its database with password, asked by
-// logging in as it (a SCRAM exchange on a short-lived connection of the Backend's budget for
-// connections to consumers' databases): how a provider that cannot read stored verifiers
-// checks the password. ok is false only where the server refused the password; any other
+// logging in as it (a SCRAM exchange on a short-lived connection, in a slot of the Backend's
+// budget for connections to consumers' databases that the caller holds): how a provider that
+// cannot read stored verifiers checks the password. ok is false only where the server refused the password; any other
 // refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
 // the database not accepting connections) is an error: the password could not be checked.
 func (b *Backend) logsIn(ctx context.Context, pl plan, password string) (ok bool, err error) {
-	select {
-	case b.databases <- struct{}{}:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	defer func() { <-b.databases }()
 	cfg := b.pool.Config().ConnConfig.Copy()
 	cfg.User, cfg.Password, cfg.Database = pl.role, password, pl.database
 	cfg.RuntimeParams = map[string]string{"application_name": b.application}

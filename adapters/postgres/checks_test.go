@@ -40,3 +40,33 @@ func TestAVerifyPassOver20000ConsumersRunsNoPBKDF2Twice(t *testing.T) {
 	is.Equal(len(second), n)
 	is.Equal(b.Derivations(), n) // and not again: no PBKDF2 at all
 }
+
+// TestAChecksDeadlineStartsWhenItStarts: a database check that waits for a slot longer than its
+// deadline is still made, and answered, once it has one (issue 19: 73 of 120 consumers were
+// never checked because their deadlines ran out while they waited their turn).
+func TestAChecksDeadlineStartsWhenItStarts(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	if !e.available("pg_trgm") {
+		t.Skip("pg_trgm is not available on this server")
+	}
+	ps := []ports.Provision{provision(name("turn"), "pg_trgm"), provision(name("turn"), "pg_trgm")}
+	for _, p := range ps {
+		e.mustCreate(p)
+	}
+	const each = 2 * time.Second // long enough to connect on a loaded machine, short against the wait below
+	give := e.b.TakeSlots()      // every slot busy, as with eight creates at once
+	answers := make(chan []ports.Checked, 1)
+	go func() { answers <- e.b.HoldsAll(ctx, ps, each) }()
+	time.Sleep(2 * each) // the checks wait their turn for longer than their deadline
+	give()
+	select {
+	case got := <-answers:
+		for _, a := range got {
+			is.NoErr(a.Err) // made, not timed out while waiting
+			is.True(a.Held) // and answered
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("HoldsAll did not return")
+	}
+}

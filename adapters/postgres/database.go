@@ -64,7 +64,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 		}
 	}
 	if f.owner != role {
-		return fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role)
+		return refused(fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role))
 	}
 	if len(f.open) > 0 || !f.allowed || f.template || b.delegated() && !f.provides {
 		if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f) }); err != nil {

@@ -13,3 +13,16 @@ func Verifier(password string, salt []byte, iterations int) string {
 	stored, server, _ := scramKeys(password, salt, iterations)
 	return scramFormat(iterations, salt, stored, server)
 }
+
+// TakeSlots takes every one of b's slots for connections to consumers' databases, as creates
+// running at once would, and answers how to give them back.
+func (b *Backend) TakeSlots() (release func()) {
+	for range cap(b.databases) {
+		b.databases <- struct{}{}
+	}
+	return func() {
+		for range cap(b.databases) {
+			<-b.databases
+		}
+	}
+}

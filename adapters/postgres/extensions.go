@@ -144,9 +144,9 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl p
 		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + " CASCADE"
 		if x.schema != "" {
 			if x.schema != "pg_catalog" && x.schema != extensionSchema {
-				return fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
+				return refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
 					"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
-					x.name, pl.database, x.schema)
+					x.name, pl.database, x.schema))
 			}
 			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " CASCADE"
 		}
@@ -185,8 +185,8 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 	case err != nil:
 		return err
 	case !super && *owner != b.self:
-		return fmt.Errorf("schema %s exists and is owned by %s, not by the provider: extensions are not created where "+
-			"others may create objects", extensionSchema, *owner)
+		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by the provider: extensions are not created where "+
+			"others may create objects", extensionSchema, *owner))
 	}
 	_, err = db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
 		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -58,7 +59,14 @@ func evict(ctx context.Context, conn *pgx.Conn, key, arg, what string, say func(
 	return n, err
 }
 
-// sayLock is how the Backend says an eviction: as a warning, on the consumer it concerns.
+// sayLock is how the Backend says an eviction: as a warning, on the consumer it concerns, once
+// per consumer and cause (whose session, and which lock): a consumer that keeps taking the lock
+// opens a new session, with a new pid, each time.
 func (b *Backend) sayLock(consumer string) func(string) {
-	return func(text string) { b.say(slog.LevelWarn, consumer, "%s: %s", consumer, text) }
+	return func(text string) {
+		_, cause, _ := strings.Cut(text, " of ") // "ended session <pid> of <user>, which ... <lock>"
+		if b.said.first(consumer+"/ended/"+cause, "said") {
+			b.say(slog.LevelWarn, consumer, "%s: %s", consumer, text)
+		}
+	}
 }

@@ -28,25 +28,25 @@ type plan struct {
 }
 
 // planOf validates what p names: the login, the database (derived.database, else values.name,
-// else the login) and values.extensions.
+// else the login) and values.extensions. Its errors are of kind ports.ErrInvalid.
 func (b *Backend) planOf(p ports.Provision) (plan, error) {
 	if err := b.checkName("login", p.As); err != nil {
-		return plan{}, err
+		return plan{}, invalid(err)
 	}
 	db, err := databaseOf(p.As, p.Values, p.Derived)
 	if err != nil {
-		return plan{}, err
+		return plan{}, invalid(err)
 	}
 	if err := b.checkName("database", db); err != nil {
-		return plan{}, err
+		return plan{}, invalid(err)
 	}
 	exts, err := extensionsOf(p.Values)
 	if err != nil {
-		return plan{}, err
+		return plan{}, invalid(err)
 	}
 	limit, err := limitOf(p.Derived, b.limit)
 	if err != nil {
-		return plan{}, err
+		return plan{}, invalid(err)
 	}
 	return plan{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit}, nil
 }

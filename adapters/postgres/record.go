@@ -183,7 +183,7 @@ func (b *Backend) ours(role string, f roleFacts) (record, error) {
 	case !ok:
 		return record{}, errNotRecorded
 	case r.Resource != b.resource:
-		return record{}, fmt.Errorf("role %s is managed by the provider of %q, not %q; it is not taken over", role, r.Resource, b.resource)
+		return record{}, refused(fmt.Errorf("role %s is managed by the provider of %q, not %q; it is not taken over", role, r.Resource, b.resource))
 	}
 	if why := b.foreign(role, r); why != "" {
 		return record{}, errors.New(why)

@@ -163,7 +163,7 @@ func TestDropTakesOnlyTheDatabaseItMade(t *testing.T) {
 	err := e.b.Drop(ctx, p.As, p.Derived)
 	is.True(err != nil) // refused, saying what to do
 	is.Equal(err.Error(), "role "+p.As+" also owns "+gift+", which the provider did not make for it; not dropped: "+
-		"give it another owner (ALTER DATABASE ... OWNER TO) or drop it, and the drop is tried again")
+		"give it another owner (ALTER DATABASE ... OWNER TO) or drop it")
 	exists := func(db string) bool {
 		var n int
 		is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", db).Scan(&n))

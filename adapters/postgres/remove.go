@@ -57,18 +57,18 @@ func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) e
 		}
 		ours := func(db string) bool { return slices.Contains(mine, db) }
 		if others := slices.DeleteFunc(slices.Clone(h.databases), ours); len(others) > 0 {
-			return fmt.Errorf("role %s also owns %s, which the provider did not make for it; not dropped: give %s another "+
-				"owner (ALTER DATABASE ... OWNER TO) or drop %s, and the drop is tried again", as,
-				joined(others), them(len(others)), them(len(others)))
+			return refused(fmt.Errorf("role %s also owns %s, which the provider did not make for it; not dropped: give %s another "+
+				"owner (ALTER DATABASE ... OWNER TO) or drop %s", as,
+				joined(others), them(len(others)), them(len(others))))
 		}
 		if elsewhere := slices.DeleteFunc(slices.Clone(h.ownsIn), ours); len(elsewhere) > 0 {
 			places := make([]string, len(elsewhere))
 			for i, db := range elsewhere {
 				places[i] = where(db)
 			}
-			return fmt.Errorf("role %s owns objects in %s, where the provider made nothing for it; not dropped: drop them "+
-				"or give them another owner there (REASSIGN OWNED BY %s TO ...), and the drop is tried again",
-				as, joined(places), as)
+			return refused(fmt.Errorf("role %s owns objects in %s, where the provider made nothing for it; not dropped: drop them "+
+				"or give them another owner there (REASSIGN OWNED BY %s TO ...)",
+				as, joined(places), as))
 		}
 		for _, db := range h.databases {
 			if err := b.dropDatabase(ctx, conn, db, as); err != nil {
@@ -120,7 +120,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		}
 		r, err = b.ours(as, f)
 		if errors.Is(err, errNotRecorded) {
-			return fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as)
+			return refused(fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as))
 		}
 		if err != nil {
 			return err

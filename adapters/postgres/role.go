@@ -35,10 +35,10 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 			had, err = b.ours(pl.role, f)
 			switch {
 			case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
-				return fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", pl.role)
+				return refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", pl.role))
 			case errors.Is(err, errNotRecorded):
 				if why := unadoptable(f.standing, f.held, pl.database); why != "" {
-					return fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", pl.role, why)
+					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", pl.role, why))
 				}
 				adopted = true
 			case err != nil:

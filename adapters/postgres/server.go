@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // SQLSTATEs of a server that will not let the provider in.
@@ -26,14 +28,15 @@ func (b *Backend) serverError(err error) error {
 }
 
 // described is an error whose text is said in the adapter's own words, and which still wraps
-// what it came from, for errors.Is.
+// what it came from, for errors.Is. A server that cannot be used now may be usable on the next
+// pass: it is of kind ports.ErrTransient.
 type described struct {
 	text string
 	err  error
 }
 
-func (d described) Error() string { return d.text }
-func (d described) Unwrap() error { return d.err }
+func (d described) Error() string   { return d.text }
+func (d described) Unwrap() []error { return []error{d.err, ports.ErrTransient} }
 
 // reason says in one line why the server could not be used: pgx's connect errors hold every
 // address and TLS attempt tried, which is more than an operator needs.

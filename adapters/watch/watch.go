@@ -4,10 +4,12 @@
 package watch
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -19,10 +21,14 @@ type Watcher struct {
 	wake     chan struct{}
 	debounce time.Duration
 	errs     func(error)
+	add      func(dir string) error // w.w.Add; a test's stand-in
 
 	mu      sync.Mutex
-	folders []string
-	failed  map[string]bool // folders that could not be watched, said once each
+	files   []string        // the list last given to Watch, as it was
+	folders map[string]bool // the folders watched
+	missing map[string]bool // folders that could not be watched but may be later, said once each
+	full    map[string]bool // folders not watched because inotify's limit was met
+	limit   bool            // the limit was met, and said
 	done    chan struct{}
 }
 
@@ -37,7 +43,8 @@ func New(debounce time.Duration, errs func(error)) (*Watcher, error) {
 	if errs == nil {
 		errs = func(error) {}
 	}
-	w := &Watcher{w: fw, wake: make(chan struct{}, 1), debounce: debounce, errs: errs, failed: map[string]bool{}, done: make(chan struct{})}
+	w := &Watcher{w: fw, wake: make(chan struct{}, 1), debounce: debounce, errs: errs, add: fw.Add,
+		folders: map[string]bool{}, missing: map[string]bool{}, full: map[string]bool{}, done: make(chan struct{})}
 	go w.loop()
 	return w, nil
 }
@@ -46,44 +53,90 @@ func New(debounce time.Duration, errs func(error)) (*Watcher, error) {
 func (w *Watcher) Wake() <-chan struct{} { return w.wake }
 
 // Watch makes the watched folders those of files: new ones are added, ones no longer needed
-// are dropped. A folder that does not exist yet is tried again on the next call. Adding a
-// folder wakes the loop: what changed there between the loop's last read and now was not seen.
+// are dropped. It costs a comparison while files is what it was on the last call; the folders
+// are worked out again only when it changed. A folder that does not exist yet is tried again
+// on the next call. Folders beyond inotify's limit of watches are said once, with the sysctl
+// that raises it, and left to the timer until the list changes. Adding a folder wakes the
+// loop: what changed there between the loop's last read and now was not seen.
 func (w *Watcher) Watch(files []string) {
-	want := make([]string, 0, len(files))
-	for _, f := range files {
-		dir := filepath.Dir(filepath.Clean(f))
-		if !slices.Contains(want, dir) {
-			want = append(want, dir)
-		}
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, dir := range w.folders {
-		if !slices.Contains(want, dir) {
+	if slices.Equal(files, w.files) {
+		if len(w.missing) > 0 && w.addAll(mapsKeys(w.missing)) {
+			w.poke()
+		}
+		return
+	}
+	w.files = slices.Clone(files)
+	want := make(map[string]bool, len(files))
+	dirs := make([]string, 0, len(files))
+	for _, f := range files {
+		dir := filepath.Dir(filepath.Clean(f))
+		if !want[dir] {
+			want[dir] = true
+			dirs = append(dirs, dir)
+		}
+	}
+	for dir := range w.folders {
+		if !want[dir] {
 			_ = w.w.Remove(dir)
+			delete(w.folders, dir)
 		}
 	}
-	watching, added := want[:0:0], false
-	for _, dir := range want {
-		if slices.Contains(w.folders, dir) {
-			watching = append(watching, dir)
-			continue
-		}
-		if err := w.w.Add(dir); err != nil {
-			if !w.failed[dir] {
-				w.errs(fmt.Errorf("watch %s (passes still run on the timer): %w", dir, err))
+	for _, m := range []map[string]bool{w.missing, w.full} {
+		for dir := range m {
+			if !want[dir] {
+				delete(m, dir)
 			}
-			w.failed[dir] = true
-			continue
 		}
-		delete(w.failed, dir)
-		watching = append(watching, dir)
-		added = true
 	}
-	w.folders = watching
+	added := w.addAll(slices.DeleteFunc(dirs, func(dir string) bool { return w.folders[dir] }))
+	if len(w.full) == 0 {
+		w.limit = false // said again should it be met again
+	}
 	if added {
 		w.poke()
 	}
+}
+
+// addAll watches each of dirs, and reports whether it added any.
+func (w *Watcher) addAll(dirs []string) bool {
+	added, full := false, 0
+	for _, dir := range dirs {
+		err := w.add(dir)
+		switch {
+		case err == nil:
+			delete(w.missing, dir)
+			delete(w.full, dir)
+			w.folders[dir] = true
+			added = true
+		case errors.Is(err, syscall.ENOSPC):
+			// inotify's limit of watches: every other folder would meet it too.
+			delete(w.missing, dir)
+			w.full[dir] = true
+			full++
+		default:
+			if !w.missing[dir] {
+				w.errs(fmt.Errorf("watch %s (passes still run on the timer): %w", dir, err))
+			}
+			w.missing[dir] = true
+		}
+	}
+	if full > 0 && !w.limit {
+		w.limit = true
+		w.errs(fmt.Errorf("watch: inotify's limit of watches is met (sysctl fs.inotify.max_user_watches): %d folder(s) "+
+			"not watched, for which passes run on the timer only", len(w.full)))
+	}
+	return added
+}
+
+func mapsKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // poke delivers a wake-up unless one is already waiting.

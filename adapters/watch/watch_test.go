@@ -1,8 +1,11 @@
 package watch_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,4 +84,64 @@ func TestMissingFolderIsSaidAndTriedAgain(t *testing.T) {
 	is.True(woken(w))                                 // and, added now, wakes
 	is.NoErr(os.WriteFile(filepath.Join(later, "c.json"), []byte("{}"), 0o600))
 	is.True(woken(w)) // and watched once it exists
+}
+
+// TestUnchangedListIsNotWatchedAgain: a list handed over again as it was adds nothing and
+// asks inotify nothing; a changed one adds only its new folders.
+func TestUnchangedListIsNotWatchedAgain(t *testing.T) {
+	is := is.New(t)
+	a, b := t.TempDir(), t.TempDir()
+	w, err := watch.New(time.Millisecond, nil)
+	is.NoErr(err)
+	defer w.Close()
+	var adds []string
+	real := w.SetAdd(nil)
+	w.SetAdd(func(dir string) error { adds = append(adds, dir); return real(dir) })
+	files := []string{filepath.Join(a, "c.json"), filepath.Join(a, "letta")}
+	w.Watch(files)
+	w.Watch(files)
+	w.Watch(append([]string(nil), files...))
+	is.Equal(adds, []string{a}) // one folder, added once
+	w.Watch(append(files, filepath.Join(b, "sol")))
+	is.Equal(adds, []string{a, b}) // the changed list adds its new folder only
+}
+
+// TestInotifyLimitIsSaidOnce: folders beyond inotify's limit are said once, with the sysctl that
+// raises it, and not tried again on every pass; the folders within it are watched.
+func TestInotifyLimitIsSaidOnce(t *testing.T) {
+	is := is.New(t)
+	root := t.TempDir()
+	var said []string
+	w, err := watch.New(time.Millisecond, func(err error) { said = append(said, err.Error()) })
+	is.NoErr(err)
+	defer w.Close()
+	real := w.SetAdd(nil)
+	room, tries := 2, 0
+	w.SetAdd(func(dir string) error {
+		tries++
+		if room == 0 {
+			return syscall.ENOSPC
+		}
+		room--
+		return real(dir)
+	})
+	var files []string
+	for i := range 5 {
+		dir := filepath.Join(root, fmt.Sprint(i))
+		is.NoErr(os.Mkdir(dir, 0o700))
+		files = append(files, filepath.Join(dir, "secret"))
+	}
+	w.Watch(files)
+	is.Equal(len(said), 1)                                            // said once
+	is.True(strings.Contains(said[0], "fs.inotify.max_user_watches")) // with the sysctl
+	is.True(strings.Contains(said[0], "3 folder(s) not watched"))     // and how many
+	is.True(woken(w))                                                 // the folders within the limit were added
+	tries = 0
+	for range 3 {
+		w.Watch(files)
+	}
+	is.Equal(tries, 0)     // not tried again while the list is the same
+	is.Equal(len(said), 1) // nor said again
+	is.NoErr(os.WriteFile(files[0], []byte("pw"), 0o600))
+	is.True(woken(w)) // a watched folder still wakes the loop
 }

@@ -1,0 +1,279 @@
+package domain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// Issue 19: bounded under pressure.
+
+// refusal is an error as the adapter gives it for a role that is not the provider's to take.
+func refusal(as string) error {
+	return fmt.Errorf("create role %s: role %s exists, the provider did not make it, and it is superuser; it is not taken over: %w",
+		as, as, ports.ErrRefused)
+}
+
+// passes runs a pass every d for total, and answers how many creates of as they made.
+func (w *world) passes(as string, d, total time.Duration) int {
+	before := w.backend.createsOf(as)
+	for t := time.Duration(0); t < total; t += d {
+		w.pass(d)
+	}
+	return w.backend.createsOf(as) - before
+}
+
+func TestARefusedConsumerBacksOff(t *testing.T) {
+	for _, kind := range []error{ports.ErrRefused, ports.ErrInvalid} {
+		t.Run(kind.Error(), func(t *testing.T) {
+			is := is.New(t)
+			w := newWorld(t)
+			w.write("/s/a", "pw")
+			w.contributions(consumer("a", "/s/a"))
+			w.backend.createErr = map[string]error{"a": fmt.Errorf("create role a: no: %w", kind)}
+			r := w.pass(0)
+			is.Equal(r.Failures, 1)
+			// Tried again after 5 s, 10 s, 20 s, 40 s, 80 s, 160 s, then every 5 min: 6 more in 10 min.
+			is.Equal(w.passes("a", domain.DefaultEvery, 10*time.Minute), 6)
+			is.Equal(w.passes("a", domain.DefaultEvery, 10*time.Minute), 2)             // at most 5 min apart
+			is.Equal(w.log.count("a: create failed, will retry: create role a: no"), 1) // said once, as the spec says it
+			is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateFailing)            // failing while it waits
+		})
+	}
+}
+
+func TestATransientFailureIsTriedEveryPass(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.backend.createErr = map[string]error{"a": fmt.Errorf("connect: the server is starting: %w", ports.ErrTransient)}
+	w.pass(0)
+	is.Equal(w.passes("a", domain.DefaultEvery, time.Minute), 12) // every pass
+}
+
+func TestARefusedConsumerIsTriedAtOnceWhenItChangesOrOnSIGHUP(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.backend.createErr = map[string]error{"a": refusal("a")}
+	for range 6 {
+		w.pass(5 * time.Minute) // backed off to the full five minutes
+	}
+	creates := w.backend.createsOf("a")
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), creates) // waiting
+
+	w.write("/s/a", "rotated")
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), creates+1) // its secret changed: tried at once
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), creates+1) // and waits again
+
+	e := consumer("a", "/s/a")
+	e["values"] = map[string]any{"name": "a2"}
+	w.contributions(e)
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), creates+2) // its entry changed: tried at once
+
+	w.h.RetryNow() // SIGHUP
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), creates+3) // tried at once
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), creates+3) // and backed off again
+
+	delete(w.backend.createErr, "a") // somebody dropped the role that was in the way
+	w.h.RetryNow()
+	is.Equal(w.pass(time.Second).Consumers["a"], domain.StateApplied)
+	is.Equal(w.log.count("a: created, after"), 1)
+}
+
+func TestOwnPasswordIsScrubbedFirstThenTheLongestInAFixedOrder(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "my-secret-pw")
+	w.write("/s/b", "secret")
+	w.write("/s/c", "zzzzzz")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"), consumer("c", "/s/c"))
+	w.backend.createErr = map[string]error{
+		"a": errors.New("ALTER ROLE a PASSWORD 'my-secret-pw'"),
+		"c": errors.New("c saw 'my-secret-pw' and 'secret'"),
+	}
+	w.pass(0)
+	is.Equal(w.log.take(), []string{
+		"a: create failed, will retry: ALTER ROLE a PASSWORD '***'", // its own first: nothing of it left
+		"c: create failed, will retry: c saw '***' and '***'",       // the others longest first
+	})
+	for range 300 {
+		w.h.RetryNow()
+		w.pass(time.Second)
+	}
+	is.Equal(w.log.count("a: create failed"), 1) // the same text on every pass: said again only the 240th time
+}
+
+func TestASecretRefusedAgainAfterAUsableOneIsSaidAgain(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "p\x00w")
+	w.contributions(consumer("a", "/s/a"))
+	w.pass(0)
+	w.write("/s/a", "pw")
+	w.pass(time.Second)
+	w.write("/s/a", "p\x00w")
+	w.pass(time.Second)
+	is.Equal(w.log.count("a: secret refused"), 2) // said each time it comes back
+}
+
+func TestAFileThatComesBackSaysSoFirst(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.pass(0) // no file yet
+	w.log.take()
+	w.contributions(consumer("a", "/s/a"), consumer("a", "/s/a"))
+	w.pass(time.Second)
+	lines := w.log.take()
+	is.Equal(lines[0], "contributions file readable again")                               // first, as in the spec
+	is.Equal(lines[1], "a: listed more than once in "+receives+"; using the first entry") // then what it says
+}
+
+func TestCouldNotCheckIsSaidAsAFailingCreateIs(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	w.backend.holdsErr = errors.New("canceling statement due to statement timeout (SQLSTATE 57014)")
+	for range 250 {
+		w.pass(time.Minute)
+	}
+	is.Equal(w.log.count("letta: could not check the backend, will ask again"), 2) // the first, and the 240th
+	w.backend.holdsErr = errors.New("another")
+	w.pass(time.Minute)
+	is.Equal(w.log.count("letta: could not check the backend, will ask again: another"), 1) // a change is said
+}
+
+func TestACauseManyShareIsOneLine(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for i := range 5 {
+		as := fmt.Sprint("c", i)
+		w.write("/s/"+as, "pw"+as)
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	w.pass(0)
+	w.log.take()
+	w.backend.holdsFn = func(_ context.Context, p ports.Provision) error {
+		return fmt.Errorf("check %s: %w", p.As, errors.New("FATAL: sorry, too many clients already (SQLSTATE 53300)"))
+	}
+	r := w.pass(time.Minute)
+	is.Equal(w.log.take(), []string{"could not check the backend for 5 consumers (c0, c1, c2, ...), will ask again: " +
+		"FATAL: sorry, too many clients already (SQLSTATE 53300)"}) // one line for all
+	is.Equal(r.Unchecked, 5)
+	is.Equal(r.CheckErrors, 5)
+	is.Equal(r.Status[4].LastError, "check c4: FATAL: sorry, too many clients already (SQLSTATE 53300)") // each keeps its own error
+	w.pass(time.Minute)
+	is.Equal(len(w.log.take()), 0) // and not said again while it lasts
+}
+
+func TestNoCheckIsCountedWhileTheServerIsDown(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	w.backend.managedErr = errors.New("the server cannot be reached")
+	r := w.pass(time.Minute)
+	is.Equal(r.Unchecked, 1)   // unchecked
+	is.Equal(r.CheckErrors, 0) // but no check was made
+	is.Equal(len(w.backend.holdsCalls), 0)
+}
+
+// TestEveryConsumerIsCheckedWithinTwoIntervals: a backend that times out on the 48th check of
+// every batch (issue 19: the slots' cliff) still has every one of 120 consumers checked well
+// within two verify intervals, by the passes that continue where the last stopped.
+func TestEveryConsumerIsCheckedWithinTwoIntervals(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for i := range 120 {
+		as := fmt.Sprintf("c%03d", i)
+		w.write("/s/"+as, "pw")
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	w.configure(domain.Config{HoldsTimeout: time.Second})
+	w.pass(0)
+	batch := w.backend.batches
+	n := 0
+	w.backend.holdsFn = func(ctx context.Context, _ ports.Provision) error {
+		if w.backend.batches != batch {
+			batch, n = w.backend.batches, 0
+		}
+		if n++; n == 48 {
+			w.clk.Add(time.Second) // the 48th hangs until its deadline
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	start := w.clk.Now()
+	var r domain.Report
+	for w.clk.Now().Sub(start) < 2*domain.DefaultVerifyEvery {
+		r = w.pass(domain.DefaultEvery)
+	}
+	for _, st := range r.Status {
+		if st.CheckedAt.IsZero() {
+			t.Logf("%s %v", st.As, st.State)
+		}
+		is.True(!st.CheckedAt.IsZero()) // checked
+	}
+	is.True(w.log.count("could not check") > 0) // and the timeouts were said
+}
+
+func TestAStopLeavesWhatWasNotStartedUnsaid(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for i := range 100 {
+		as := fmt.Sprintf("c%03d", i)
+		w.write("/s/"+as, "pw")
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	cctx, stop := context.WithCancel(ctx)
+	n := 0
+	w.backend.createFn = func(ctx context.Context, _ ports.Provision) {
+		if n++; n == 10 {
+			stop()
+		}
+	}
+	r := w.h.Reconcile(cctx)
+	is.Equal(len(w.backend.creates), 10) // none started after the stop
+	is.Equal(r.Created, 10)
+	is.Equal(r.Failures, 0)                              // and the others are not failures
+	is.Equal(r.Consumers["c050"], domain.StateUnchecked) // but left as they were
+	is.True(!strings.Contains(strings.Join(w.log.lines(), "\n"), "c050"))
+}
+
+func TestASharedCauseHoldingAPasswordIsSaidOnce(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "hunter2")
+	w.write("/s/b", "pw-b")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+	w.pass(0)
+	w.log.take()
+	w.backend.holdsFn = func(_ context.Context, p ports.Provision) error {
+		return fmt.Errorf("check %s: %w", p.As, errors.New("server quoted hunter2"))
+	}
+	for range 5 {
+		w.pass(time.Minute)
+	}
+	is.Equal(w.log.take(), []string{"could not check the backend for 2 consumers (a, b), will ask again: server quoted ***"}) // scrubbed, and said once
+}
