@@ -3,12 +3,16 @@ SHELL := /bin/bash
 GO      ?= go
 PKG     := github.com/novox/postgres-provider
 BIN     := bin/provisioner
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release lives in app/version.go (app.Release), so that any build says it; the commit is
+# stamped by the linker (GOFLAGS may say -buildvcs=false), with -dirty for uncommitted changes.
+VERSION := $(shell sed -n 's/^const Release = "\(.*\)"$$/\1/p' app/version.go)
+COMMIT  ?= $(shell git describe --match=NoTagMatches --always --abbrev=40 --dirty 2>/dev/null || echo unknown)
+LDFLAGS := -X $(PKG)/app.Commit=$(COMMIT)
 
 .PHONY: build test stress cover check lint deps bench compare fuzz run clean
 
 build:
-	$(GO) build -ldflags "-X $(PKG)/app.Version=$(VERSION)" -o $(BIN) ./cmd/provisioner
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/provisioner
 
 # Every test, under the race detector, after the checks that need no server.
 test: check deps

@@ -97,7 +97,7 @@ func TestHelpAndVersion(t *testing.T) {
 	is.True(strings.Contains(out, "docs/contributions.md")) // where the file's format is told
 	code, out = runOnce(t, nil, "--version")
 	is.Equal(code, 0)
-	is.True(regexp.MustCompile(`^provisioner \S+ \(revision \S+, go1\.\d+`).MatchString(out)) // version, revision, Go
+	is.True(regexp.MustCompile(`^provisioner 0\.\d+\.\d+ \(commit \S+, go1\.\d+`).MatchString(out)) // the release, the commit, Go
 }
 
 func TestVariablesAndFlagPrecedence(t *testing.T) {
