@@ -71,7 +71,7 @@ func flags(c *Config) *flag.FlagSet {
 	})
 	durationVar(fs, &c.DropAfter, "drop-after", 24*time.Hour, "with --on-withdraw drop: how long a withdrawn consumer keeps its data (0: dropped at once)")
 	durationVar(fs, &c.Settle, "withdraw-settle", domain.DefaultWithdrawSettle, "how long the file must stay unchanged before what it no longer lists "+
-		"is withdrawn (six times as long where that is more than half of the consumers)")
+		"is withdrawn (six times as long where that is more than half of the consumers), at least 1s")
 	fs.Func("adopt", "a role named like a consumer that this provider did not make: plain (default) takes it over where it is a plain "+
 		"login role; none refuses it", func(s string) error {
 		c.Adopt = postgres.Adopt(s)
@@ -315,9 +315,9 @@ func writeUsage(w io.Writer) {
 Durations are written 250ms, 5s, 1m30s, 24h.
 
 Exit codes: 0 a normal end (SIGINT or SIGTERM: the pass under way finishes first), or with
---once every listed consumer held or created; 1 with --once when any is not, the file said
-nothing, the server could not be used or another replica holds the lease; 2 bad usage or
-configuration, said in one line.
+--once every listed consumer held or created; 1 with --once when any is not, a withdrawal is
+held, the file said nothing, the server could not be used or another replica holds the lease;
+2 bad usage or configuration, said in one line.
 `)
 }
 
