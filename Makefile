@@ -3,12 +3,37 @@ SHELL := /bin/bash
 GO      ?= go
 PKG     := github.com/novox/postgres-provider
 BIN     := bin/provisioner
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release lives in app/version.go (app.Release), so that any build says it; the commit is
+# stamped by the linker (GOFLAGS may say -buildvcs=false), with -dirty for uncommitted changes.
+VERSION := $(shell sed -n 's/^const Release = "\(.*\)"$$/\1/p' app/version.go)
+COMMIT  ?= $(shell git describe --match=NoTagMatches --always --abbrev=40 --dirty 2>/dev/null || echo unknown)
+LDFLAGS := -X $(PKG)/app.Commit=$(COMMIT)
 
-.PHONY: build test stress cover check lint deps bench compare fuzz run clean
+.PHONY: build dist test stress cover check lint deps bench compare fuzz run clean
 
 build:
-	$(GO) build -ldflags "-X $(PKG)/app.Version=$(VERSION)" -o $(BIN) ./cmd/provisioner
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/provisioner
+
+# A release into $(DIST)/: static binaries (CGO_ENABLED=0) for each of ARCHES, a Debian package
+# of each (nfpm, pinned in go.mod: go tool nfpm) with the systemd unit, the environment file,
+# the system user and the alerting rules, and SHA256SUMS of them all. Names carry VERSION, the
+# release in app/version.go; SOURCE_DATE_EPOCH (the commit's time) makes the packages
+# reproducible.
+DIST   ?= dist
+ARCHES ?= amd64 arm64
+dist:
+	@test -n "$(VERSION)" || { echo "dist: no release found in app/version.go" >&2; exit 1; }
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; export SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s); \
+	for arch in $(ARCHES); do \
+		bin=$(DIST)/provisioner-$(VERSION)-linux-$$arch; \
+		echo "build $$bin"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $$bin ./cmd/provisioner; \
+		VERSION=$(VERSION) ARCH=$$arch BINARY=$$bin $(GO) tool nfpm package --config deploy/nfpm.yaml --packager deb --target $(DIST)/ >/dev/null; \
+		echo "package $(DIST)/novox-provisioner_$(VERSION)_$$arch.deb"; \
+	done
+	cd $(DIST) && sha256sum provisioner-* *.deb > SHA256SUMS
+	@ls -l $(DIST)
 
 # Every test, under the race detector, after the checks that need no server.
 test: check deps
@@ -73,4 +98,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzContributionsFile -fuzztime 60s ./domain/
 
 clean:
-	rm -rf bin .run
+	rm -rf bin .run dist

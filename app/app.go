@@ -46,7 +46,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		return 0
 	case cfg.Version:
 		b := version()
-		fmt.Fprintf(stdout, "provisioner %s (revision %s, %s)\n", b.version, b.revision, b.goversion)
+		fmt.Fprintf(stdout, "provisioner %s (commit %s, %s)\n", b.version, b.commit, b.goversion)
 		return 0
 	}
 	log, err := logger.New(stderr, cfg.LogFormat, cfg.Resource, cfg.LogLevel)

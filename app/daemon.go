@@ -186,12 +186,14 @@ type statusDoc struct {
 	Consumers     []domain.Status `json:"consumers"`
 }
 
+// passDoc is the last pass in /status. Durations are numbers of seconds, as Prometheus has
+// them, not Go's duration strings.
 type passDoc struct {
-	Took            string `json:"took"`
-	FileRead        bool   `json:"file_read"`
-	BadEntries      int    `json:"bad_entries,omitempty"`
-	WithdrawalsHeld int    `json:"withdrawals_held,omitempty"`
-	MassWithdrawal  bool   `json:"mass_withdrawal,omitempty"`
+	TookSeconds     float64 `json:"took_seconds"`
+	FileRead        bool    `json:"file_read"`
+	BadEntries      int     `json:"bad_entries,omitempty"`
+	WithdrawalsHeld int     `json:"withdrawals_held,omitempty"`
+	MassWithdrawal  bool    `json:"mass_withdrawal,omitempty"`
 }
 
 func (d *daemon) status() statusDoc {
@@ -199,7 +201,7 @@ func (d *daemon) status() statusDoc {
 	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.backend.Mode()),
 		Ready: why == "", NotReady: why, Consumers: []domain.Status{}}
 	if r := d.last.Load(); r != nil {
-		doc.LastPass = &passDoc{Took: r.Took.String(), FileRead: r.FileRead, BadEntries: r.BadEntries,
+		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
 			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
 		doc.ServerProblem = r.ServerProblem
 		if r.Standby {

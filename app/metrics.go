@@ -75,9 +75,9 @@ func NewMetrics(resource string) *Metrics {
 	}
 	b := version()
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_build_info",
-		Help: "1, labelled with the build's version, VCS revision and Go version.", ConstLabels: labels},
-		[]string{"version", "revision", "goversion"})
-	info.WithLabelValues(b.version, b.revision, b.goversion).Set(1)
+		Help: "1, labelled with the build's version (app.Release), the commit it was built from and its Go version.", ConstLabels: labels},
+		[]string{"version", "commit", "goversion"})
+	info.WithLabelValues(b.version, b.commit, b.goversion).Set(1)
 	m.reg.MustRegister(info)
 	return m
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"io"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,4 +51,14 @@ func TestPassesAreCounted(t *testing.T) {
 	} {
 		is.True(strings.Contains(out, want+"\n")) // each metric as the last passes left it
 	}
+}
+
+func TestBuildInfoCarriesTheReleaseAndTheCommit(t *testing.T) {
+	is := is.New(t)
+	is.True(regexp.MustCompile(`^0\.\d+\.\d+$`).MatchString(app.Release)) // a 0.x.y release, kept in the source
+	out := scrape(t, app.NewMetrics("postgres"))
+	line := regexp.MustCompile(`(?m)^provisioner_build_info\{commit="([^"]+)",goversion="go[^"]+",resource="postgres",version="([^"]+)"\} 1$`).FindStringSubmatch(out)
+	is.True(line != nil)           // version and commit labels, and 1
+	is.Equal(line[2], app.Release) // the release, not a bare commit
+	is.True(line[1] != "")         // a commit, or "unknown" where the build recorded none
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,12 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 	fs := flag.NewFlagSet("provisioner status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", env[envName("listen")], "the address the provisioner serves /status on")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *listen == "" {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, statusUsage)
+		return 0
+	}
+	if err != nil || fs.NArg() > 0 || *listen == "" {
 		fmt.Fprintln(stderr, "provisioner status: usage: provisioner status --listen ADDR (or PROVISIONER_LISTEN)")
 		return 2
 	}
@@ -45,6 +51,16 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 	writeStatus(stdout, doc, time.Now())
 	return 0
 }
+
+const statusUsage = `Usage: provisioner status [--listen ADDR]
+
+Prints each consumer's status, as a table, from the /status of the provisioner serving at ADDR.
+
+  --listen ADDR  [PROVISIONER_LISTEN]
+        the address the provisioner was started with (its --listen), e.g. 127.0.0.1:9847
+
+Exit codes: 0 printed; 1 no provisioner answers there; 2 bad usage.
+`
 
 // writeStatus prints doc as an operator reads it: the provider, then a line per consumer. Every
 // field is escaped (logger.Escape): logins, paths and error texts come from outside, and a

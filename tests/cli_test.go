@@ -58,15 +58,17 @@ func TestUsageErrorsAreOneLineAndExitTwo(t *testing.T) {
 		says string
 	}{
 		{"no receives", nil, nil, "provisioner: --receives is required (or PROVISIONER_RECEIVES): the contributions file to read (see --help)"},
-		{"unknown flag", nil, []string{"--nope"}, "provisioner: flag provided but not defined: -nope (see --help)"},
-		{"bad duration", nil, []string{"--receives", "c", "--every", "soon"}, `provisioner: invalid value "soon" for flag -every: want a duration such as 5s, 1m30s or 250ms (see --help)`},
+		{"unknown flag", nil, []string{"--nope"}, "provisioner: unknown flag --nope (see --help)"},
+		{"bad duration", nil, []string{"--receives", "c", "--every", "soon"}, `provisioner: invalid value "soon" for --every: want a duration such as 5s, 1m30s or 250ms (see --help)`},
 		{"a number for a duration", []string{"PROVISIONER_EVERY=5"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_EVERY="5": want a duration such as 5s, 1m30s or 250ms (see --help)`},
-		{"bad log level", nil, []string{"--receives", "c", "--log-level", "loud"}, `provisioner: invalid value "loud" for flag -log-level: slog: level string "loud": unknown name (see --help)`},
+		{"bad log level", nil, []string{"--receives", "c", "--log-level", "loud"}, `provisioner: invalid value "loud" for --log-level: slog: level string "loud": unknown name (see --help)`},
 		{"zero duration", nil, []string{"--receives", "c", "--verify-every", "0s"}, "provisioner: --verify-every 0s: want a positive duration (see --help)"},
 		{"a settle that holds nothing", nil, []string{"--receives", "c", "--withdraw-settle", "1ns"}, "provisioner: --withdraw-settle 1ns: want at least 1s (see --help)"},
-		{"bad policy", nil, []string{"--receives", "c", "--on-withdraw", "shred"}, `provisioner: invalid value "shred" for flag -on-withdraw: want retain or drop (see --help)`},
+		{"bad policy", nil, []string{"--receives", "c", "--on-withdraw", "shred"}, `provisioner: invalid value "shred" for --on-withdraw: want retain or drop (see --help)`},
 		{"bad log format", nil, []string{"--receives", "c", "--log-format", "xml"}, `provisioner: --log-format "xml": want text or json (see --help)`},
 		{"bad variable", []string{"PROVISIONER_HOLDS_TIMEOUT=forever"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_HOLDS_TIMEOUT="forever": want a duration such as 5s, 1m30s or 250ms (see --help)`},
+		{"a flag without its value", nil, []string{"--receives"}, "provisioner: flag needs an argument: --receives (see --help)"},
+		{"bad switch", nil, []string{"--receives", "c", "--once=maybe"}, `provisioner: invalid boolean value "maybe" for --once: parse error (see --help)`},
 		{"stray argument", nil, []string{"--receives", "c", "extra"}, `provisioner: unexpected argument "extra" (see --help)`},
 		{"bad url", nil, []string{"--receives", "c", "--database-url", "postgres://admin:hunter2-secret@[::1/x"}, ""},
 		{"bad key=value url", nil, []string{"--receives", "c", "--database-url", "host=127.0.0.1 password=hunter2-secret port=none"}, ""},
@@ -92,12 +94,24 @@ func TestHelpAndVersion(t *testing.T) {
 	is := is.New(t)
 	code, out := runOnce(t, nil, "--help")
 	is.Equal(code, 0)
-	is.True(strings.Contains(out, "--receives PATH")) // the usage
-	is.True(strings.Contains(out, "-on-withdraw"))
+	is.True(strings.Contains(out, "--receives PATH"))       // the usage
 	is.True(strings.Contains(out, "docs/contributions.md")) // where the file's format is told
+	for _, want := range []string{"  --every DURATION  [PROVISIONER_EVERY, default 5s]\n", "  --drop-after DURATION  [PROVISIONER_DROP_AFTER, default 24h]\n",
+		"  --on-withdraw retain|drop  [", "  --database-url URL  [", "  --listen ADDR  [", "  --once  [PROVISIONER_ONCE]\n"} {
+		is.True(strings.Contains(out, want)) // each flag as an operator types it, what it takes, its variable and default
+	}
+	is.True(!regexp.MustCompile(`(?m)^\s+-[a-z]`).MatchString(out)) // no Go-style -flag lines
+	is.True(!strings.Contains(out, " value\n"))                     // nor Go's "value" placeholder
+	is.True(!strings.Contains(out, "seed"))                         // operator words, not the project's
+
+	code, out = runOnce(t, nil, "status", "--help")
+	is.Equal(code, 0) // asking for help is not a usage error
+	is.True(strings.HasPrefix(out, "Usage: provisioner status [--listen ADDR]\n"))
+	code, _ = runOnce(t, nil, "status", "--nope")
+	is.Equal(code, 2) // a wrong flag is
 	code, out = runOnce(t, nil, "--version")
 	is.Equal(code, 0)
-	is.True(regexp.MustCompile(`^provisioner \S+ \(revision \S+, go1\.\d+`).MatchString(out)) // version, revision, Go
+	is.True(regexp.MustCompile(`^provisioner 0\.\d+\.\d+ \(commit \S+, go1\.\d+`).MatchString(out)) // the release, the commit, Go
 }
 
 func TestVariablesAndFlagPrecedence(t *testing.T) {

@@ -82,9 +82,12 @@ func TestStatusListsEveryConsumer(t *testing.T) {
 	code, body := p.get("/status")
 	is.Equal(code, 200)
 	var doc struct {
-		Resource  string `json:"resource"`
-		Role      string `json:"role"`
-		Ready     bool   `json:"ready"`
+		Resource string `json:"resource"`
+		Role     string `json:"role"`
+		Ready    bool   `json:"ready"`
+		LastPass struct {
+			TookSeconds any `json:"took_seconds"`
+		} `json:"last_pass"`
 		Consumers []struct {
 			As        string    `json:"as"`
 			State     string    `json:"state"`
@@ -96,7 +99,9 @@ func TestStatusListsEveryConsumer(t *testing.T) {
 	}
 	is.NoErr(json.Unmarshal([]byte(body), &doc))
 	is.Equal(doc.Resource, m.resource)
-	is.Equal(len(doc.Consumers), 2) // every listed consumer, in the file's order
+	took, isNumber := doc.LastPass.TookSeconds.(float64)
+	is.True(isNumber && took > 0 && took < 60) // a duration in seconds, a JSON number, not a Go duration string
+	is.Equal(len(doc.Consumers), 2)            // every listed consumer, in the file's order
 	is.Equal(doc.Consumers[0].As, ok.as)
 	is.Equal(doc.Consumers[0].State, "applied")
 	is.True(!doc.Consumers[0].Since.IsZero() && doc.Consumers[0].NextCheck.After(doc.Consumers[0].Since))
