@@ -1,11 +1,17 @@
 package postgres_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
@@ -175,4 +181,94 @@ func rawVerify(b *testing.B, e *env, ps []ports.Provision, extensions bool) {
 	}
 	close(work)
 	wg.Wait()
+}
+
+// BenchmarkVerifyPassByMode is HoldsAll over 1,000 converged consumers without extensions, in
+// each mode, timed with the server's CPU (this machine's postmaster and its backends, the ones
+// that ended included): superuser mode checks the stored verifiers (one catalog round trip),
+// delegated mode logs in as each consumer (a SCRAM exchange per consumer on the server).
+func BenchmarkVerifyPassByMode(b *testing.B) {
+	for _, mode := range []postgres.Mode{postgres.ModeSuperuser, postgres.ModeDelegated} {
+		b.Run(string(mode), func(b *testing.B) {
+			e := newEnv(b)
+			backend := e.b
+			if mode == postgres.ModeDelegated {
+				backend, _ = e.delegated()
+			}
+			ps := make([]ports.Provision, 1000)
+			for i := range ps {
+				ps[i] = provision(name("mode"))
+			}
+			var wg sync.WaitGroup
+			work := make(chan ports.Provision)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for p := range work {
+						if err := backend.Create(ctx, p); err != nil {
+							b.Error(err)
+						}
+					}
+				}()
+			}
+			for _, p := range ps {
+				work <- p
+			}
+			close(work)
+			wg.Wait()
+			check := func() {
+				for _, a := range backend.HoldsAll(ctx, ps, time.Minute) {
+					if a.Err != nil || !a.Held {
+						b.Fatalf("not held: %v %v", a.Err, a.Drift)
+					}
+				}
+			}
+			check()
+			cpu0 := e.serverCPU()
+			b.ResetTimer()
+			for b.Loop() {
+				check()
+			}
+			b.StopTimer()
+			b.ReportMetric((e.serverCPU()-cpu0).Seconds()*1000/float64(b.N), "server-cpu-ms/op")
+		})
+	}
+}
+
+// serverCPU is the CPU time the server this process started has used: its postmaster's, that
+// of the backends it has reaped, and that of those still running. Zero for a server named by
+// PROVISIONER_TEST_DATABASE_URL.
+func (e *env) serverCPU() time.Duration {
+	e.t.Helper()
+	if e.srv.Local == nil {
+		return 0
+	}
+	var backend int
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend))
+	stat := func(pid int) []string {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil
+		}
+		return strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	}
+	ticks := func(fields []string, at ...int) (n int64) {
+		for _, i := range at {
+			v, _ := strconv.ParseInt(fields[i], 10, 64)
+			n += v
+		}
+		return n
+	}
+	// Fields after the command: state 0, ppid 1, ..., utime 11, stime 12, cutime 13, cstime 14.
+	postmaster, _ := strconv.Atoi(stat(backend)[1])
+	total := ticks(stat(postmaster), 11, 12, 13, 14)
+	pids, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range pids {
+		pid, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, "/proc/"), "/stat"))
+		if f := stat(pid); len(f) > 14 && f[1] == strconv.Itoa(postmaster) {
+			total += ticks(f, 11, 12)
+		}
+	}
+	return time.Duration(total) * time.Second / 100 // USER_HZ
 }

@@ -185,8 +185,12 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 	case err != nil:
 		return err
 	case !super && *owner != b.self:
-		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by the provider: extensions are not created where "+
-			"others may create objects", extensionSchema, *owner))
+		want := "a superuser"
+		if b.delegated() {
+			want = "the provider's role " + b.self
+		}
+		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
+			"others may create objects", extensionSchema, *owner, want))
 	}
 	_, err = db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
 		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+

@@ -94,7 +94,9 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 		}
 		mode = ModeDelegated
 	}
-	if old := b.role.Swap(&serverRole{mode: mode, version: version}); old == nil || old.mode != mode {
+	// Superuser mode is the provider's first and usual one: named once it is left or entered
+	// again, delegated mode always.
+	if old := b.role.Swap(&serverRole{mode: mode, version: version}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
 		b.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.server, mode)
 	}
 	return nil
