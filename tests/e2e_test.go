@@ -248,7 +248,7 @@ func TestAProviderWithoutASuperuserRunsDelegated(t *testing.T) {
 		return p.count(letta.as+": extension dblink is refused by the server") == 1
 	})
 	is.Equal(p.count("delegated mode"), 1)
-	is.Equal(p.metric(`provisioner_mode{role="delegated"}`), 1.0)
+	eventually(t, "the mode a metric", func() bool { return p.metric(`provisioner_mode{role="delegated"}`) == 1 })
 	_, body := p.get("/status")
 	var status struct{ Mode string }
 	is.NoErr(json.Unmarshal([]byte(body), &status))
