@@ -83,24 +83,7 @@ func BenchmarkVerifyPass(b *testing.B) {
 			for i := range ps {
 				ps[i] = provision(name("verify"), c.exts...)
 			}
-			var wg sync.WaitGroup
-			work := make(chan ports.Provision)
-			for range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for p := range work {
-						if err := e.b.Create(ctx, p); err != nil {
-							b.Error(err)
-						}
-					}
-				}()
-			}
-			for _, p := range ps {
-				work <- p
-			}
-			close(work)
-			wg.Wait()
+			createAll(b, e.b, ps)
 			check := func() {
 				for _, a := range e.b.HoldsAll(ctx, ps, time.Minute) {
 					if a.Err != nil || !a.Held {
@@ -199,24 +182,7 @@ func BenchmarkVerifyPassByMode(b *testing.B) {
 			for i := range ps {
 				ps[i] = provision(name("mode"))
 			}
-			var wg sync.WaitGroup
-			work := make(chan ports.Provision)
-			for range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for p := range work {
-						if err := backend.Create(ctx, p); err != nil {
-							b.Error(err)
-						}
-					}
-				}()
-			}
-			for _, p := range ps {
-				work <- p
-			}
-			close(work)
-			wg.Wait()
+			createAll(b, backend, ps)
 			check := func() {
 				for _, a := range backend.HoldsAll(ctx, ps, time.Minute) {
 					if a.Err != nil || !a.Held {
@@ -271,4 +237,26 @@ func (e *env) serverCPU() time.Duration {
 		}
 	}
 	return time.Duration(total) * time.Second / 100 // USER_HZ
+}
+
+// createAll creates every one of ps through backend, eight at once.
+func createAll(b *testing.B, backend *postgres.Backend, ps []ports.Provision) {
+	var wg sync.WaitGroup
+	work := make(chan ports.Provision)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				if err := backend.Create(ctx, p); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for _, p := range ps {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
 }

@@ -12,6 +12,15 @@ import (
 	"github.com/novox/postgres-provider/tests/backendtest"
 )
 
+// urlAs is the server's URL, logging in as user with password.
+func (e *env) urlAs(user, password string) string {
+	e.t.Helper()
+	u, err := url.Parse(e.srv.URL)
+	is.New(e.t).NoErr(err)
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
 // delegated is a Backend whose role may create roles and databases and is not a superuser, as
 // the admin of a managed server is, and that role's name.
 func (e *env) delegated() (*postgres.Backend, string) {
@@ -21,11 +30,8 @@ func (e *env) delegated() (*postgres.Backend, string) {
 	// the parameters of the provider's own statements out of it.
 	e.exec("", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw'",
 		"ALTER ROLE "+prov+" SET log_parameter_max_length = 0")
-	u, err := url.Parse(e.srv.URL)
-	is.New(e.t).NoErr(err)
-	u.User = url.UserPassword(prov, "prov-pw")
-	b := e.backend(u.String())
-	_, err = b.Managed(ctx)
+	b := e.backend(e.urlAs(prov, "prov-pw"))
+	_, err := b.Managed(ctx)
 	is.New(e.t).NoErr(err)                              // the server checked as a whole
 	is.New(e.t).Equal(b.Mode(), postgres.ModeDelegated) // and the mode read from it
 	return b, prov
@@ -132,29 +138,13 @@ func TestDelegatedWithdrawsAndDrops(t *testing.T) {
 	is.Equal(dbs, 0) // and its database
 }
 
-func TestARoleThatMayNeitherCreateRolesNorDatabasesIsRefused(t *testing.T) {
-	is := is.New(t)
-	e := newEnv(t)
-	weak := name("weak")
-	e.exec("", "CREATE ROLE "+weak+" LOGIN CREATEDB PASSWORD 'weak-pw'")
-	u, err := url.Parse(e.srv.URL)
-	is.NoErr(err)
-	u.User = url.UserPassword(weak, "weak-pw")
-	_, err = e.backend(u.String()).Managed(ctx)
-	is.True(err != nil)
-	is.True(strings.Contains(err.Error(), "the provider's role "+weak+" is not a superuser and lacks CREATEROLE")) // says what it lacks
-}
-
 func TestDelegatedRefusesAServerThatWouldLogTheVerifier(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	loud := name("loud")
 	e.exec("", "CREATE ROLE "+loud+" LOGIN CREATEROLE CREATEDB PASSWORD 'loud-pw'",
 		"ALTER ROLE "+loud+" SET log_statement = 'all'", "ALTER ROLE "+loud+" SET log_parameter_max_length = -1")
-	u, err := url.Parse(e.srv.URL)
-	is.NoErr(err)
-	u.User = url.UserPassword(loud, "loud-pw")
-	_, err = e.backend(u.String()).Managed(ctx)
+	_, err := e.backend(e.urlAs(loud, "loud-pw")).Managed(ctx)
 	is.True(err != nil) // nothing is done: the server's problem, said once
 	is.True(strings.Contains(err.Error(), "logs what the provider would send it (log_statement = all)"))
 }

@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"net/url"
 	"strings"
 	"testing"
 
@@ -204,15 +203,12 @@ func TestTheRecordHoldsNoSecret(t *testing.T) {
 	is.True(!strings.Contains(comment, "SCRAM"))               // nor its verifier
 }
 
-func TestAServerWithoutASuperuserIsSaidAsTheServersProblem(t *testing.T) {
+func TestARoleThatMayNeitherCreateRolesNorDatabasesIsTheServersProblem(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	weak := name("weak")
 	e.exec("", "CREATE ROLE "+weak+" LOGIN CREATEROLE PASSWORD 'weak-pw'")
-	u, err := url.Parse(e.srv.URL)
-	is.NoErr(err)
-	u.User = url.UserPassword(weak, "weak-pw")
-	_, err = e.backend(u.String()).Managed(ctx)
+	_, err := e.backend(e.urlAs(weak, "weak-pw")).Managed(ctx)
 	is.True(err != nil)
-	is.True(strings.Contains(err.Error(), "the provider's role "+weak+" is not a superuser")) // names the role
+	is.True(strings.Contains(err.Error(), "the provider's role "+weak+" is not a superuser and lacks CREATEDB")) // names the role, and what it lacks
 }
