@@ -74,6 +74,11 @@ type Config struct {
 	// session holds (an operator's open transaction on the role, or the consumer's own) before
 	// that attempt fails; zero is DefaultLockTimeout.
 	LockTimeout time.Duration
+	// Database is the database the provider's own sessions use, and so where its lease and its
+	// per-login locks live (advisory locks are per database): every replica must name the same
+	// one, whatever database its URL names. Empty is DefaultDatabase. A template database is
+	// refused: a session there makes every CREATE DATABASE fail.
+	Database string
 }
 
 // DefaultMaxConnections is Config.MaxConnections' default: enough for eight consumers at once,
@@ -122,6 +127,8 @@ type Backend struct {
 	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
 	// provider that is not a superuser: not checked for, as those it does not have.
 	refusedExt sync.Map
+	// major is the server's major version, 0 until a session of the pool started.
+	major atomic.Int32
 }
 
 var _ ports.Backend = (*Backend)(nil)
@@ -141,8 +148,23 @@ func New(cfg Config) (*Backend, error) {
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		// pgx's text quotes the URL, redacted only where it could parse it: a password that
+		// broke the parse (an unescaped @, :, / or #) would be printed in part.
+		return nil, errors.New("database url: cannot be parsed; a password holding @, :, /, ? or # must be " +
+			"percent-encoded (%40, %3A, %2F, %3F, %23)")
 	}
+	if err := checkHosts(pc.ConnConfig); err != nil {
+		return nil, err
+	}
+	if cfg.Database == "" {
+		cfg.Database = DefaultDatabase
+	}
+	if cfg.Database == "template0" || cfg.Database == "template1" {
+		return nil, fmt.Errorf("database %s is a template: a session of the provider there makes every CREATE DATABASE "+
+			"fail; name another (%s is the default)", cfg.Database, DefaultDatabase)
+	}
+	named := pc.ConnConfig.Database
+	pc.ConnConfig.Database = cfg.Database
 	pc.MaxConnIdleTime = 5 * time.Minute
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
@@ -153,12 +175,12 @@ func New(cfg Config) (*Backend, error) {
 	pooled := max(1, (cfg.MaxConnections+1)/2)
 	pc.MaxConns = int32(pooled)
 	lockTimeout := strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10) + "ms"
-	pc.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
-	// Nothing the provider runs as a superuser in its own database resolves to an object a
-	// consumer could make there: a server that lets PUBLIC create in public (the default before
-	// PostgreSQL 15) would otherwise let a consumer's public.hashtextextended(text, integer)
-	// outbid the catalog's on the lock calls.
-	pc.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	// Every session starts from a known state, whatever a consumer or an operator set for a
+	// database or a role. search_path above all: nothing the provider runs as a superuser in its
+	// own database resolves to an object a consumer could make there (a server that lets PUBLIC
+	// create in public, the default before PostgreSQL 15, would otherwise let a consumer's
+	// public.hashtextextended(text, integer) outbid the catalog's on the lock calls).
+	knownState(pc.ConnConfig.RuntimeParams, pc.ConnConfig.User, lockTimeout)
 	application := pc.ConnConfig.RuntimeParams["application_name"]
 	if application == "" {
 		host, _ := os.Hostname()
@@ -171,14 +193,42 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	var b *Backend
+	// The server's major version, from the first session's startup: the settings an older one
+	// does not know are left out of the sessions opened to consumers' databases.
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		b.major.CompareAndSwap(0, int32(majorOf(c.PgConn().ParameterStatus("server_version"))))
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	cc := pc.ConnConfig
-	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
+	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
-		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
+		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
+	if named != "" && named != cfg.Database {
+		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
+			"as every replica's do", named, cfg.Database)
+	}
+	return b, nil
+}
+
+// checkHosts refuses a URL whose host holds an @: a password with an unescaped @ is split there,
+// and the rest of it taken for the host, which every line about the server would print.
+func checkHosts(cc *pgx.ConnConfig) error {
+	hosts := []string{cc.Host}
+	for _, f := range cc.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") {
+			return errors.New("database url: its host holds an @, which is likely part of the password: a password " +
+				"holding @ must be percent-encoded (%40)")
+		}
+	}
+	return nil
 }
 
 // Close ends the Backend's connections.
@@ -323,10 +373,12 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	// The consumer owns its database: nothing the provider runs there may resolve a name to an
-	// object the consumer made. The catalog alone is searched (pg_temp, the session's own, is
-	// named last so that it is not searched first); what the provider creates names its schema.
-	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	// The consumer owns its database, and may have set defaults for every session there: the
+	// pool's known state (knownState) is copied, so none of them applies. Above all nothing the
+	// provider runs there may resolve a name to an object the consumer made: the catalog alone is
+	// searched (pg_temp, the session's own, is named last so that it is not searched first);
+	// what the provider creates names its schema.
+	sinceVersion(cfg.RuntimeParams, int(b.major.Load()))
 	if readOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
