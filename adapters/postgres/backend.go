@@ -129,6 +129,8 @@ type Backend struct {
 	refusedExt sync.Map
 	// major is the server's major version, 0 until a session of the pool started.
 	major atomic.Int32
+	// blocked are the superusers' prepared transactions found in the provider's way.
+	blocked blockedBy
 }
 
 var _ ports.Backend = (*Backend)(nil)
@@ -239,11 +241,30 @@ func (b *Backend) Server() string { return b.server }
 
 // Ping reports whether the server can be reached, and where not why, as Managed would.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.pool.Ping(ctx); err != nil {
+	if b.blocked.text() == "" {
+		if err := b.pool.Ping(ctx); err != nil {
+			return b.serverError(err)
+		}
+		return nil
+	}
+	// A superuser's prepared transaction was in the provider's way: the same round trip asks
+	// whether it still is.
+	rows, err := b.pool.Query(ctx, "SELECT database::text, gid FROM pg_catalog.pg_prepared_xacts")
+	if err != nil {
 		return b.serverError(err)
 	}
+	still := map[[2]string]bool{}
+	var db, gid string
+	if _, err := pgx.ForEachRow(rows, []any{&db, &gid}, func() error { still[[2]string{db, gid}] = true; return nil }); err != nil {
+		return b.serverError(err)
+	}
+	b.blocked.keep(still)
 	return nil
 }
+
+// Blocked is why the provider cannot finish what it does while a superuser's prepared
+// transaction it found in its way lasts (as Ping last found), "" where there is none.
+func (b *Backend) Blocked() string { return b.blocked.text() }
 
 // Create brings the consumer's role, database and extensions into being, or back to exactly
 // what p says. Every name is checked before the first statement. Creates of one consumer,
@@ -280,20 +301,28 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	defer conn.Release()
 	// Transaction sampling is decided as a transaction starts, so it is turned off for the
 	// session here, before the role's transaction, which may carry a verifier. Only a superuser
-	// may; a server that samples is refused in delegated mode (quiet).
+	// may; a server that samples is refused in delegated mode (quiet). Whether a prepared
+	// transaction holds the role's row is asked in the same statement (pg_authid: a superuser's
+	// question only).
 	sampling := "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
+	rowHeld := rowHeldSQL
 	if b.delegated() {
-		sampling = "true"
+		sampling, rowHeld = "true", "false"
 	}
-	var took bool
-	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling, role).Scan(&took, new(bool))
+	var took, heldRow bool
+	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling+", "+rowHeld, role).Scan(&took, new(bool), &heldRow)
 	if err == nil && !took {
-		// Held, or waited for, by somebody: sessions that are not a superuser's are ended (a
-		// consumer may take another's key in the provider's database); another provider's
-		// are waited for, at most lock_timeout.
-		if _, err = evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role, b.sayLock(role)); err == nil {
+		// Held, or waited for, by somebody: sessions and prepared transactions that are not a
+		// superuser's are ended (a consumer may take another's key in the provider's
+		// database); another provider's are waited for, at most lock_timeout.
+		if _, err = b.evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role); err == nil {
 			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+loginKey+")", role)
 		}
+	}
+	if err == nil && heldRow {
+		// A prepared transaction changed the role (ALTER ROLE self ...; PREPARE TRANSACTION):
+		// every statement on the role would wait for it to its lock_timeout, every pass.
+		err = b.freeRow(ctx, conn.Conn(), role)
 	}
 	if err != nil {
 		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
