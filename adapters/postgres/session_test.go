@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
@@ -95,4 +96,28 @@ func mustConnect(t *testing.T, cfg *pgx.ConnConfig) *pgx.Conn {
 	is.New(t).NoErr(err) // connect
 	t.Cleanup(func() { conn.Close(ctx) })
 	return conn
+}
+
+// TestTheProvidersDatabaseIsNeverATemplate: a session of the provider in a template makes every
+// CREATE DATABASE from it fail; template1 is refused by its name, and a database an operator
+// made a template by what the server says of it.
+func TestTheProvidersDatabaseIsNeverATemplate(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	_, err := postgres.New(postgres.Config{URL: e.srv.URL, Database: "template1"})
+	is.True(err != nil && strings.Contains(err.Error(), "database template1 is a template")) // refused as it starts
+
+	db := name("tmpl")
+	e.exec("", "CREATE DATABASE "+db+" IS_TEMPLATE true")
+	t.Cleanup(func() { e.exec("", "ALTER DATABASE "+db+" IS_TEMPLATE false", "DROP DATABASE "+db) })
+	lease := e.backendWith(postgres.Config{URL: e.srv.URL, Database: db, Resource: name("lease")}).Lease()
+	defer lease.Close()
+	err = lease.Held(ctx)
+	is.True(err != nil && strings.Contains(err.Error(), "the provider's database "+db+" is a template")) // no replica acts there
+	admin := e.admin("")
+	is.True(within(10*time.Second, func() bool { // a closed session is gone a moment later
+		var sessions int
+		is.NoErr(admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", db).Scan(&sessions))
+		return sessions == 0
+	})) // and none stays there
 }
