@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -148,13 +149,18 @@ func TestAStandbyEndsNothing(t *testing.T) {
 	defer leader.Close()
 	is.NoErr(leader.Held(ctx))
 	waiter := e.mustLogin(p.As, p.Password, "postgres")
+	pid := waiter.PgConn().PID()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		_, _ = waiter.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended('novox-provisioner-leader/' || $1, 0))", resource)
+		defer close(done)
+		_, _ = waiter.Exec(wctx, "SELECT pg_advisory_lock(hashtextextended('novox-provisioner-leader/' || $1, 0))", resource)
 	}()
+	defer func() { stop(); <-done }() // the wait given up before the connection is closed
 	admin := e.admin("")
 	is.True(within(30*time.Second, func() bool {
 		var n int
-		_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $1", waiter.PgConn().PID()).Scan(&n)
+		_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $1", pid).Scan(&n)
 		return n == 1
 	})) // the consumer waits for the lease's key
 
@@ -162,7 +168,7 @@ func TestAStandbyEndsNothing(t *testing.T) {
 	defer standby.Close()
 	is.True(errors.Is(standby.Held(ctx), ports.ErrStandby))
 	var alive int
-	is.NoErr(admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", waiter.PgConn().PID()).Scan(&alive))
+	is.NoErr(admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&alive))
 	is.Equal(alive, 1) // the standby ended nothing
 	is.True(!e.saidOf("ended session"))
 }
