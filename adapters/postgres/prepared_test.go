@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +33,13 @@ func (e *env) prepare(conn *pgx.Conn, gid string, sql string, args ...any) {
 	is.NoErr(err)
 	_, err = conn.Exec(ctx, sql, args...)
 	is.NoErr(err) // in the transaction
-	_, err = conn.Exec(ctx, "PREPARE TRANSACTION '"+gid+"'")
+	quoted := "'" + strings.ReplaceAll(gid, "'", "''") + "'"
+	_, err = conn.Exec(ctx, "PREPARE TRANSACTION "+quoted)
 	is.NoErr(err) // prepared
 	e.t.Cleanup(func() {
 		admin := e.admin(db)
 		if e.prepared(gid) {
-			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED '"+gid+"'")
+			_, _ = admin.Exec(ctx, "ROLLBACK PREPARED "+quoted)
 		}
 	})
 }
@@ -59,7 +61,9 @@ func TestAConsumersPreparedTransactionOnTheLeaseIsRolledBack(t *testing.T) {
 	e := newEnv(t)
 	attacker := provision(name("preparer"))
 	e.mustCreate(attacker)
-	resource, gid := name("lease"), name("gid")
+	// A name the consumer chose, with a quote and a backslash: the provider's rollback names it
+	// as it is.
+	resource, gid := name("lease"), name("gid")+`\' x`
 	e.prepare(e.mustLogin(attacker.As, attacker.Password, "postgres"), gid,
 		"SELECT pg_advisory_xact_lock(hashtextextended('novox-provisioner-leader/' || $1, 0))", resource)
 
@@ -67,7 +71,7 @@ func TestAConsumersPreparedTransactionOnTheLeaseIsRolledBack(t *testing.T) {
 	defer lease.Close()
 	is.NoErr(lease.Held(ctx)) // the replica takes the lease, not stands by for ever
 	is.True(!e.prepared(gid)) // the consumer's prepared transaction is rolled back
-	is.True(e.saidOf(`rolled back prepared transaction "` + gid + `" of ` + attacker.As + `, which is not a superuser and held the lease of ` + resource))
+	is.True(e.saidOf(`rolled back prepared transaction ` + strconv.Quote(gid) + ` of ` + attacker.As + `, which is not a superuser and held the lease of ` + resource))
 }
 
 func TestAConsumersPreparedTransactionOnAnothersLockIsRolledBack(t *testing.T) {

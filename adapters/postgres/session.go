@@ -17,24 +17,36 @@ import (
 const DefaultDatabase = "postgres"
 
 // knownState sets, in params, the settings every session of the provider starts with. user is
-// the provider's role (session_authorization), lockTimeout the statements' lock_timeout.
+// the provider's role (session_authorization), lockTimeout the statements' lock_timeout. Whom
+// the statements run as, what a name resolves to, how a string constant reads and how long a
+// lock is waited for are always the provider's; the others only where the connection URL
+// names none (an operator's choice, such as default_transaction_read_only=on, stands: a
+// consumer cannot write the URL).
 func knownState(params map[string]string, user, lockTimeout string) {
 	for k, v := range map[string]string{
 		// Whom the statements run as: the provider's role itself, not one a consumer named.
 		"role":                  "none",
 		"session_authorization": user,
 		// What a name resolves to: the catalog only (pg_temp, the session's own, last).
-		"search_path": "pg_catalog, pg_temp",
+		"search_path":  "pg_catalog, pg_temp",
+		"lock_timeout": lockTimeout,
+		// literal() doubles quotes only, which is right only while this is on: a backslash in a
+		// consumer's text (a prepared transaction's name) must stay a backslash.
+		"standard_conforming_strings": "on",
+	} {
+		params[k] = v
+	}
+	if user == "" { // no user named: the server's default applies, and is the session's own
+		delete(params, "session_authorization")
+	}
+	for k, v := range map[string]string{
 		// What a statement may take, and what it may do.
 		"statement_timeout":                   "0",
-		"lock_timeout":                        lockTimeout,
 		"idle_in_transaction_session_timeout": "0",
 		"default_transaction_read_only":       "off",
 		"default_transaction_isolation":       "read committed",
 		"default_transaction_deferrable":      "off",
-		// literal() doubles quotes only, which is right only while this is on.
-		"standard_conforming_strings": "on",
-		"check_function_bodies":       "on",
+		"check_function_bodies":               "on",
 		// Where what the provider creates goes: the database's default tablespace.
 		"default_tablespace": "",
 		"temp_tablespaces":   "",
@@ -42,10 +54,9 @@ func knownState(params map[string]string, user, lockTimeout string) {
 		"local_preload_libraries": "",
 		"row_security":            "on",
 	} {
-		params[k] = v
-	}
-	if user == "" { // libpq's default user, which pgx fills in; kept from an empty setting regardless
-		delete(params, "session_authorization")
+		if _, named := params[k]; !named {
+			params[k] = v
+		}
 	}
 }
 
@@ -53,11 +64,10 @@ func knownState(params map[string]string, user, lockTimeout string) {
 // has and one of an older version would refuse as unknown startup parameters. major 0 (not
 // known yet) sets none.
 func sinceVersion(params map[string]string, major int) {
-	if major >= 14 {
-		params["idle_session_timeout"] = "0"
-	}
-	if major >= 17 {
-		params["transaction_timeout"] = "0"
+	for k, since := range map[string]int{"idle_session_timeout": 14, "transaction_timeout": 17} {
+		if _, named := params[k]; !named && major >= since {
+			params[k] = "0"
+		}
 	}
 }
 
