@@ -224,7 +224,11 @@ func (b *Backend) ender(consumer string, conn *pgx.Conn) ender {
 		},
 		rollback: b.rollback(conn),
 		blocked: func(h holder, what string) {
-			b.blocked.add(h, fmt.Sprintf("prepared transaction %q of %s in %s holds %s", h.gid, h.user, h.database, what))
+			who := h.user
+			if h.super {
+				who = "the superuser " + who
+			}
+			b.blocked.add(h, fmt.Sprintf("prepared transaction %q of %s in %s holds %s", h.gid, who, h.database, what))
 		},
 	}
 	if b.delegated() {
