@@ -54,7 +54,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}
-	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
+	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Database: cfg.ProviderDB, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
 		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit})
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))

@@ -20,6 +20,7 @@ type Config struct {
 	Receives     string
 	Resource     string
 	DatabaseURL  string
+	ProviderDB   string
 	Every        time.Duration
 	VerifyEvery  time.Duration
 	HoldsTimeout time.Duration
@@ -58,6 +59,8 @@ func flags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "how to reach the server, as a superuser, e.g. "+
 		"postgres://provisioner@db.example:5432/postgres?sslmode=verify-full; prefer the variable, which ps does not show; "+
 		"without either, DATABASE_URL, else libpq's PG* variables and defaults")
+	fs.StringVar(&c.ProviderDB, "provider-database", postgres.DefaultDatabase, "the database the provider's own sessions, "+
+		"its lease and its per-login locks use, whatever the URL names; every replica must name the same one")
 	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes; a change to the file or a secret, or SIGHUP, starts one at once")
 	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often each consumer is checked: does the server still hold its login, database and extensions as made")
 	durationVar(fs, &c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "the longest one check may take; one that times out ends the checks of that pass")

@@ -132,6 +132,8 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 		d.setWhy("the contributions file could not be read or used")
 	case pingErr != nil:
 		d.setWhy(pingErr.Error())
+	case d.backend.Blocked() != "": // as the ping found it
+		d.setWhy(d.backend.Blocked() + "; an operator must end it")
 	default:
 		d.setWhy("")
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -231,4 +232,33 @@ func TestNeverTwoActAtOnce(t *testing.T) {
 		}
 	}
 	is.Equal(overlaps, 0) // never two acting at once
+}
+
+// TestOneLeaseWhateverTheURL: two replicas whose URLs name different databases, one of them
+// a template: one leads (the lease is in the provider's database, not the URL's), and no
+// session of theirs sits in template1, which would fail every CREATE DATABASE.
+func TestOneLeaseWhateverTheURL(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	m := newMesh(t)
+	template1, err := url.Parse(srv.URL)
+	is.NoErr(err)
+	template1.Path = "/template1"
+	cs := []consumer{{as: name("url"), password: randomHex(8)}}
+	m.give(cs...)
+	ps := []*proc{start(t, nil, daemonArgs(m, srv.URL)...), start(t, nil, daemonArgs(m, template1.String())...)}
+	eventually(t, "the consumer logs in", func() bool { return cs[0].logsIn(t, srv.URL) }) // its database was created
+	for _, p := range ps {
+		p.passes(3)
+	}
+	is.Equal(len(leaders(ps)), 1) // exactly one acts
+	var inTemplate int
+	is.NoErr(query(t, srv.URL, "", `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = 'template1' AND application_name LIKE 'novox-provisioner/`+m.resource+`/%'`, &inTemplate))
+	is.Equal(inTemplate, 0) // no session of theirs in the template
+	added := consumer{as: name("url"), password: randomHex(8)}
+	m.give(append(cs, added)...)
+	eventually(t, "a consumer added later logs in", func() bool { return added.logsIn(t, srv.URL) }) // CREATE DATABASE works on
+	is.Equal(len(leaders(ps)), 1)
+	is.Equal(ps[1].count("the connection URL names database template1; the provider's sessions, its lease and its locks use postgres"), 1)
 }

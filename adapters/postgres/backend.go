@@ -74,6 +74,11 @@ type Config struct {
 	// session holds (an operator's open transaction on the role, or the consumer's own) before
 	// that attempt fails; zero is DefaultLockTimeout.
 	LockTimeout time.Duration
+	// Database is the database the provider's own sessions use, and so where its lease and its
+	// per-login locks live (advisory locks are per database): every replica must name the same
+	// one, whatever database its URL names. Empty is DefaultDatabase. A template database is
+	// refused: a session there makes every CREATE DATABASE fail.
+	Database string
 }
 
 // DefaultMaxConnections is Config.MaxConnections' default: enough for eight consumers at once,
@@ -122,6 +127,10 @@ type Backend struct {
 	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
 	// provider that is not a superuser: not checked for, as those it does not have.
 	refusedExt sync.Map
+	// major is the server's major version, 0 until a session of the pool started.
+	major atomic.Int32
+	// blocked are the superusers' prepared transactions found in the provider's way.
+	blocked blockedBy
 }
 
 var _ ports.Backend = (*Backend)(nil)
@@ -141,8 +150,23 @@ func New(cfg Config) (*Backend, error) {
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		// pgx's text quotes the URL, redacted only where it could parse it: a password that
+		// broke the parse (an unescaped @, :, / or #) would be printed in part.
+		return nil, errors.New("database url: cannot be parsed; a password holding @, :, /, ? or # must be " +
+			"percent-encoded (%40, %3A, %2F, %3F, %23)")
 	}
+	if err := checkHosts(pc.ConnConfig); err != nil {
+		return nil, err
+	}
+	if cfg.Database == "" {
+		cfg.Database = DefaultDatabase
+	}
+	if cfg.Database == "template0" || cfg.Database == "template1" {
+		return nil, fmt.Errorf("database %s is a template: a session of the provider there makes every CREATE DATABASE "+
+			"fail; name another (%s is the default)", cfg.Database, DefaultDatabase)
+	}
+	named := pc.ConnConfig.Database
+	pc.ConnConfig.Database = cfg.Database
 	pc.MaxConnIdleTime = 5 * time.Minute
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
@@ -153,12 +177,12 @@ func New(cfg Config) (*Backend, error) {
 	pooled := max(1, (cfg.MaxConnections+1)/2)
 	pc.MaxConns = int32(pooled)
 	lockTimeout := strconv.FormatInt(cfg.LockTimeout.Milliseconds(), 10) + "ms"
-	pc.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
-	// Nothing the provider runs as a superuser in its own database resolves to an object a
-	// consumer could make there: a server that lets PUBLIC create in public (the default before
-	// PostgreSQL 15) would otherwise let a consumer's public.hashtextextended(text, integer)
-	// outbid the catalog's on the lock calls.
-	pc.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	// Every session starts from a known state, whatever a consumer or an operator set for a
+	// database or a role. search_path above all: nothing the provider runs as a superuser in its
+	// own database resolves to an object a consumer could make there (a server that lets PUBLIC
+	// create in public, the default before PostgreSQL 15, would otherwise let a consumer's
+	// public.hashtextextended(text, integer) outbid the catalog's on the lock calls).
+	knownState(pc.ConnConfig.RuntimeParams, pc.ConnConfig.User, lockTimeout)
 	application := pc.ConnConfig.RuntimeParams["application_name"]
 	if application == "" {
 		host, _ := os.Hostname()
@@ -171,14 +195,42 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	var b *Backend
+	// The server's major version, from the first session's startup: the settings an older one
+	// does not know are left out of the sessions opened to consumers' databases.
+	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		b.major.CompareAndSwap(0, int32(majorOf(c.PgConn().ParameterStatus("server_version"))))
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	cc := pc.ConnConfig
-	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
+	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
-		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
+		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
+	if named != "" && named != cfg.Database {
+		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
+			"as every replica's do", named, cfg.Database)
+	}
+	return b, nil
+}
+
+// checkHosts refuses a URL whose host holds an @: a password with an unescaped @ is split there,
+// and the rest of it taken for the host, which every line about the server would print.
+func checkHosts(cc *pgx.ConnConfig) error {
+	hosts := []string{cc.Host}
+	for _, f := range cc.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") {
+			return errors.New("database url: its host holds an @, which is likely part of the password: a password " +
+				"holding @ must be percent-encoded (%40)")
+		}
+	}
+	return nil
 }
 
 // Close ends the Backend's connections.
@@ -189,11 +241,30 @@ func (b *Backend) Server() string { return b.server }
 
 // Ping reports whether the server can be reached, and where not why, as Managed would.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.pool.Ping(ctx); err != nil {
+	if b.blocked.text() == "" {
+		if err := b.pool.Ping(ctx); err != nil {
+			return b.serverError(err)
+		}
+		return nil
+	}
+	// A superuser's prepared transaction was in the provider's way: the same round trip asks
+	// whether it still is.
+	rows, err := b.pool.Query(ctx, "SELECT database::text, gid FROM pg_catalog.pg_prepared_xacts")
+	if err != nil {
 		return b.serverError(err)
 	}
+	still := map[[2]string]bool{}
+	var db, gid string
+	if _, err := pgx.ForEachRow(rows, []any{&db, &gid}, func() error { still[[2]string{db, gid}] = true; return nil }); err != nil {
+		return b.serverError(err)
+	}
+	b.blocked.keep(still)
 	return nil
 }
+
+// Blocked is why the provider cannot finish what it does while a superuser's prepared
+// transaction it found in its way lasts (as Ping last found), "" where there is none.
+func (b *Backend) Blocked() string { return b.blocked.text() }
 
 // Create brings the consumer's role, database and extensions into being, or back to exactly
 // what p says. Every name is checked before the first statement. Creates of one consumer,
@@ -230,20 +301,28 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	defer conn.Release()
 	// Transaction sampling is decided as a transaction starts, so it is turned off for the
 	// session here, before the role's transaction, which may carry a verifier. Only a superuser
-	// may; a server that samples is refused in delegated mode (quiet).
+	// may; a server that samples is refused in delegated mode (quiet). Whether a prepared
+	// transaction holds the role's row is asked in the same statement (pg_authid: a superuser's
+	// question only).
 	sampling := "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
+	rowHeld := rowHeldSQL
 	if b.delegated() {
-		sampling = "true"
+		sampling, rowHeld = "true", "false"
 	}
-	var took bool
-	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling, role).Scan(&took, new(bool))
+	var took, heldRow bool
+	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling+", "+rowHeld, role).Scan(&took, new(bool), &heldRow)
 	if err == nil && !took {
-		// Held, or waited for, by somebody: sessions that are not a superuser's are ended (a
-		// consumer may take another's key in the provider's database); another provider's
-		// are waited for, at most lock_timeout.
-		if _, err = evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role, b.sayLock(role)); err == nil {
+		// Held, or waited for, by somebody: sessions and prepared transactions that are not a
+		// superuser's are ended (a consumer may take another's key in the provider's
+		// database); another provider's are waited for, at most lock_timeout.
+		if _, err = b.evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role); err == nil {
 			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+loginKey+")", role)
 		}
+	}
+	if err == nil && heldRow {
+		// A prepared transaction changed the role (ALTER ROLE self ...; PREPARE TRANSACTION):
+		// every statement on the role would wait for it to its lock_timeout, every pass.
+		err = b.freeRow(ctx, conn.Conn(), role)
 	}
 	if err != nil {
 		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
@@ -323,10 +402,12 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	// The consumer owns its database: nothing the provider runs there may resolve a name to an
-	// object the consumer made. The catalog alone is searched (pg_temp, the session's own, is
-	// named last so that it is not searched first); what the provider creates names its schema.
-	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	// The consumer owns its database, and may have set defaults for every session there: the
+	// pool's known state (knownState) is copied, so none of them applies. Above all nothing the
+	// provider runs there may resolve a name to an object the consumer made: the catalog alone is
+	// searched (pg_temp, the session's own, is named last so that it is not searched first);
+	// what the provider creates names its schema.
+	sinceVersion(cfg.RuntimeParams, int(b.major.Load()))
 	if readOnly {
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}

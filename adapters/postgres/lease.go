@@ -94,24 +94,18 @@ func (l *Lease) Held(ctx context.Context) error {
 	if err != nil {
 		return l.serverError(err)
 	}
-	took, err := l.try(ctx, conn)
+	took, template, err := l.try(ctx, conn)
+	if err == nil && template {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("the provider's database %s is a template: a session there makes every CREATE DATABASE fail; "+
+			"name another (--provider-database)", l.cfg.Database)
+	}
 	if err == nil && !took {
-		// Held by somebody: where that is a session that is not a superuser's (a consumer that
-		// took the lease's key in the provider's database), it is ended, and the lease tried
-		// again.
-		var ended int
-		ended, err = evict(ctx, conn, leaseKey, l.resource, "the lease of "+l.resource, func(text string) {
-			if l.log != nil {
-				l.log.Log(ports.Entry{Level: slog.LevelWarn, Message: text})
-			}
-		})
-		if err == nil && ended > 0 {
-			// The lock is free once the ended session is gone: waited for, at most lock_timeout.
-			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+leaseKey+")", l.resource)
-			took = err == nil
-			if pgCode(err) == lockNotAvailable { // another replica was quicker
-				err = nil
-			}
+		var blocked error
+		took, blocked, err = l.takeFree(ctx, conn)
+		if blocked != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return blocked
 		}
 	}
 	if err != nil {
@@ -130,11 +124,47 @@ func (l *Lease) Held(ctx context.Context) error {
 	return nil
 }
 
-// try tries to take the lease on conn.
-func (l *Lease) try(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	var took bool
-	err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+leaseKey+")", l.resource).Scan(&took)
-	return took, err
+// try tries to take the lease on conn, and answers whether conn's database is a template.
+func (l *Lease) try(ctx context.Context, conn *pgx.Conn) (took, template bool, err error) {
+	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+leaseKey+"), "+
+		"(SELECT datistemplate FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())", l.resource).Scan(&took, &template)
+	return took, template, err
+}
+
+// takeFree takes the lease that somebody else holds where that is no replica: a session or a
+// prepared transaction that is not a superuser's (a consumer that took the lease's key in the
+// provider's database) is ended, and the lease waited for, at most lock_timeout. While a
+// replica (a superuser's session) holds it, nothing is ended. A superuser's prepared
+// transaction that holds it is blocked: no replica acts until an operator ends it.
+func (l *Lease) takeFree(ctx context.Context, conn *pgx.Conn) (took bool, blocked, err error) {
+	hs, err := holders(ctx, conn, holdersOf(leaseKey), l.resource)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, h := range hs {
+		switch {
+		case h.super && h.granted && !h.prepared():
+			return false, nil, nil // another replica's
+		case h.super && h.granted:
+			return false, fmt.Errorf("prepared transaction %q of the superuser %s in %s holds the lease of %s: no replica "+
+				"acts until an operator ends it (COMMIT PREPARED or ROLLBACK PREPARED, in %s)", h.gid, h.user, h.database, l.resource, h.database), nil
+		}
+	}
+	say := func(level slog.Level, text string) {
+		if l.log != nil {
+			l.log.Log(ports.Entry{Level: level, Message: text})
+		}
+	}
+	ended, err := ender{say: say, rollback: rollbackOn(conn)}.end(ctx, conn, hs, "the lease of "+l.resource)
+	if err != nil || ended == 0 {
+		return false, nil, err
+	}
+	// The lock is free once what held it is gone: waited for, at most lock_timeout.
+	_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+leaseKey+")", l.resource)
+	if pgCode(err) == lockNotAvailable { // another replica was quicker
+		return false, nil, nil
+	}
+	return err == nil, nil, err
 }
 
 // Leader reports whether this replica held the lease when last asked.

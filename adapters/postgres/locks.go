@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -14,6 +16,11 @@ import (
 // are no secret. A session that is not a superuser's and holds or waits for one of the
 // provider's locks is therefore nobody the provider waits for: it is ended, and said. Another
 // provider, or another replica, connects as a superuser and is waited for as before.
+//
+// A prepared transaction (where max_prepared_transactions > 0) keeps its locks, and the rows it
+// changed, with no session to end: one that is not a superuser's and holds one of the
+// provider's locks, or a managed role's row, is rolled back, and said. A superuser's is nobody's
+// to undo but an operator's: it is said loudly, and the provider is not ready while it lasts.
 
 // loginKey and leaseKey are the provider's advisory lock keys, of $1: a consumer's login, or
 // the resource. A login holds no '/', so the two never meet.
@@ -22,51 +29,249 @@ const (
 	leaseKey = "pg_catalog.hashtextextended('novox-provisioner-leader/' || $1, 0)"
 )
 
-// evictFrom is the query that ends the sessions, but superusers', that hold or wait for the
-// advisory lock of key in this database, and answers whose they were. A bigint key is
-// classid (its high half) and objid (its low half) in pg_locks, objsubid 1.
-func evictFrom(key string) string {
-	return `SELECT a.usename::text, a.pid, pg_catalog.pg_terminate_backend(a.pid)
-FROM (SELECT ` + key + ` AS key) k
-JOIN pg_catalog.pg_locks l ON l.locktype = 'advisory' AND l.objsubid = 1
-     AND l.classid = ((k.key >> 32) & 4294967295)::pg_catalog.oid AND l.objid = (k.key & 4294967295)::pg_catalog.oid
-     AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
-WHERE NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()`
+// holdersOf is the query that answers who, but this session, holds or waits for the advisory
+// lock of key in this database: sessions (pid, with gid "") and prepared transactions (gid and
+// database, pid 0), whether a superuser's, and whether the lock is granted. A bigint key is
+// classid (its high half) and objid (its low half) in pg_locks, objsubid 1. A prepared
+// transaction's locks have no pid: it is found by its transaction id, which it holds under the
+// same virtual transaction.
+func holdersOf(key string) string {
+	return `WITH k AS (SELECT ` + key + ` AS key),
+l AS (SELECT l.* FROM pg_catalog.pg_locks l, k WHERE l.locktype = 'advisory' AND l.objsubid = 1
+      AND l.classid = ((k.key >> 32) & 4294967295)::pg_catalog.oid AND l.objid = (k.key & 4294967295)::pg_catalog.oid
+      AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+SELECT a.usename::text, r.rolsuper, a.pid, '', '', l.granted
+FROM l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.pid <> pg_catalog.pg_backend_pid()
+UNION ALL
+SELECT p.owner::text, coalesce(r.rolsuper, false), 0, p.gid, p.database::text, l.granted
+FROM l JOIN pg_catalog.pg_locks x ON x.locktype = 'transactionid' AND x.pid IS NULL AND x.virtualtransaction = l.virtualtransaction
+JOIN pg_catalog.pg_prepared_xacts p ON p.transaction = x.transactionid
+LEFT JOIN pg_catalog.pg_roles r ON r.rolname = p.owner
+WHERE l.pid IS NULL`
 }
 
-// evict ends the sessions, but superusers', that hold or wait for the lock of key for arg, and
-// says each one it ended through say. It answers how many it ended.
-func evict(ctx context.Context, conn *pgx.Conn, key, arg, what string, say func(string)) (int, error) {
-	rows, err := conn.Query(ctx, evictFrom(key), arg)
+// rowHoldersSQL answers the prepared transactions that changed or locked the row of the role
+// $1 (its xmax), in the columns of holdersOf.
+const rowHoldersSQL = `SELECT p.owner::text, coalesce(r.rolsuper, false), 0, p.gid, p.database::text, true
+FROM pg_catalog.pg_authid a JOIN pg_catalog.pg_prepared_xacts p ON p.transaction = a.xmax
+LEFT JOIN pg_catalog.pg_roles r ON r.rolname = p.owner
+WHERE a.rolname = $1`
+
+// rowHeldSQL is whether a prepared transaction holds the row of the role $1: asked with the
+// lock, so that a Create pays no round trip for it.
+const rowHeldSQL = `EXISTS (SELECT 1 FROM pg_catalog.pg_authid a JOIN pg_catalog.pg_prepared_xacts p ON p.transaction = a.xmax
+WHERE a.rolname = $1)`
+
+// holder is one session or prepared transaction that holds or waits for a lock.
+type holder struct {
+	user     string
+	super    bool
+	pid      int
+	gid      string // a prepared transaction's, "" for a session
+	database string // a prepared transaction's
+	granted  bool
+}
+
+func (h holder) prepared() bool { return h.gid != "" }
+
+// holders runs sql (holdersOf or rowHoldersSQL) for arg.
+func holders(ctx context.Context, conn *pgx.Conn, sql, arg string) ([]holder, error) {
+	rows, err := conn.Query(ctx, sql, arg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var (
-		user  string
-		pid   int
-		ended bool
-		n     int
-	)
-	_, err = pgx.ForEachRow(rows, []any{&user, &pid, &ended}, func() error {
+	var out []holder
+	var h holder
+	_, err = pgx.ForEachRow(rows, []any{&h.user, &h.super, &h.pid, &h.gid, &h.database, &h.granted}, func() error {
+		out = append(out, h)
+		return nil
+	})
+	return out, err
+}
+
+// ender ends what holds or waits for the provider's locks.
+type ender struct {
+	// say says what was ended, or, loudly, a superuser's prepared transaction.
+	say func(level slog.Level, text string)
+	// rollback runs ROLLBACK PREPARED gid in database db: it must run there. nil where the
+	// provider may not (it is not a superuser).
+	rollback func(ctx context.Context, db, gid string) error
+	// blocked, where not nil, is told a superuser's prepared transaction in the way.
+	blocked func(h holder, what string)
+}
+
+// end ends every holder in hs that is not a superuser's: sessions are terminated, prepared
+// transactions rolled back, each said. A superuser's prepared transaction that holds the lock
+// is said loudly and told to blocked. It answers how many it ended.
+func (e ender) end(ctx context.Context, conn *pgx.Conn, hs []holder, what string) (int, error) {
+	var pids []int
+	n := 0
+	for _, h := range hs {
+		switch {
+		case h.super && h.prepared() && h.granted:
+			e.say(slog.LevelError, fmt.Sprintf("prepared transaction %q of the superuser %s in %s holds %s: nothing the provider does "+
+				"with it can finish until an operator ends it (COMMIT PREPARED or ROLLBACK PREPARED, in %s)",
+				h.gid, h.user, h.database, what, h.database))
+			if e.blocked != nil {
+				e.blocked(h, what)
+			}
+		case h.super:
+		case h.prepared() && e.rollback == nil:
+			e.say(slog.LevelError, fmt.Sprintf("prepared transaction %q of %s in %s holds %s, and the provider may not roll it "+
+				"back: an operator must end it (ROLLBACK PREPARED, in %s)", h.gid, h.user, h.database, what, h.database))
+			if e.blocked != nil {
+				e.blocked(h, what)
+			}
+		case h.prepared():
+			if err := e.rollback(ctx, h.database, h.gid); err != nil {
+				if pgCode(err) == undefinedObject { // committed or rolled back meanwhile
+					continue
+				}
+				return n, fmt.Errorf("roll back prepared transaction %q: %w", h.gid, err)
+			}
+			n++
+			e.say(slog.LevelWarn, fmt.Sprintf("rolled back prepared transaction %q of %s, which is not a superuser and held %s", h.gid, h.user, what))
+		default:
+			pids = append(pids, h.pid)
+		}
+	}
+	if len(pids) == 0 {
+		return n, nil
+	}
+	rows, err := conn.Query(ctx, "SELECT p, pg_catalog.pg_terminate_backend(p) FROM pg_catalog.unnest($1::int[]) p", pids)
+	if err != nil {
+		return n, err
+	}
+	var pid int
+	var ended bool
+	_, err = pgx.ForEachRow(rows, []any{&pid, &ended}, func() error {
 		if ended {
 			n++
-			say(fmt.Sprintf("ended session %d of %s, which is not a superuser and held or waited for %s", pid, user, what))
+			i := slices.IndexFunc(hs, func(h holder) bool { return h.pid == pid })
+			e.say(slog.LevelWarn, fmt.Sprintf("ended session %d of %s, which is not a superuser and held or waited for %s", pid, hs[i].user, what))
 		}
 		return nil
 	})
 	return n, err
 }
 
-// sayLock is how the Backend says an eviction: as a warning, on the consumer it concerns, once
-// per consumer and cause (whose session, and which lock): a consumer that keeps taking the lock
-// opens a new session, with a new pid, each time.
-func (b *Backend) sayLock(consumer string) func(string) {
-	return func(text string) {
-		_, cause, _ := strings.Cut(text, " of ") // "ended session <pid> of <user>, which ... <lock>"
-		if b.said.first(consumer+"/ended/"+cause, "said") {
-			b.say(slog.LevelWarn, consumer, "%s: %s", consumer, text)
+// rollbackOn is a rollback for prepared transactions of conn's database only, where the
+// provider's advisory locks are (a prepared transaction's locks are those of its database).
+func rollbackOn(conn *pgx.Conn) func(ctx context.Context, db, gid string) error {
+	return func(ctx context.Context, db, gid string) error {
+		if db != conn.Config().Database {
+			return fmt.Errorf("prepared transaction %q is in %s, not %s", gid, db, conn.Config().Database)
+		}
+		_, err := conn.Exec(ctx, "ROLLBACK PREPARED "+literal(gid))
+		return err
+	}
+}
+
+// rollback runs ROLLBACK PREPARED gid in db, on conn where that is its database, else on a
+// connection of its own there.
+func (b *Backend) rollback(conn *pgx.Conn) func(ctx context.Context, db, gid string) error {
+	return func(ctx context.Context, db, gid string) error {
+		if db == conn.Config().Database {
+			return rollbackOn(conn)(ctx, db, gid)
+		}
+		other, err := b.connectTo(ctx, db, false)
+		if err != nil {
+			return err
+		}
+		defer other.Close(context.WithoutCancel(ctx))
+		return rollbackOn(other.Conn)(ctx, db, gid)
+	}
+}
+
+// evict ends the sessions, but superusers', that hold or wait for the lock of key for arg,
+// and rolls back the prepared transactions, but superusers', that hold it, each said; a
+// superuser's prepared transaction that holds it is said loudly. It answers how many it ended.
+func (b *Backend) evict(ctx context.Context, conn *pgx.Conn, key, arg, what string) (int, error) {
+	hs, err := holders(ctx, conn, holdersOf(key), arg)
+	if err != nil {
+		return 0, err
+	}
+	return b.ender(arg, conn).end(ctx, conn, hs, what)
+}
+
+// freeRow rolls back the prepared transactions, but superusers', that hold the row of role, each
+// said; a superuser's is said loudly.
+func (b *Backend) freeRow(ctx context.Context, conn *pgx.Conn, role string) error {
+	hs, err := holders(ctx, conn, rowHoldersSQL, role)
+	if err != nil {
+		return err
+	}
+	_, err = b.ender(role, conn).end(ctx, conn, hs, "the row of role "+role)
+	return err
+}
+
+// ender is how the Backend ends what holds the locks of the consumer: said on it, and a
+// superuser's prepared transaction kept as the reason the provider is not ready.
+func (b *Backend) ender(consumer string, conn *pgx.Conn) ender {
+	e := ender{
+		// Once per consumer and cause (whose session or prepared transaction, and which
+		// lock): a consumer that keeps taking the lock opens a new session, with a new pid,
+		// each time.
+		say: func(level slog.Level, text string) {
+			cause := text
+			if rest, ok := strings.CutPrefix(text, "ended session "); ok {
+				_, cause, _ = strings.Cut(rest, " of ") // "<pid> of <user>, which ... <lock>"
+			}
+			if b.said.first(consumer+"/ended/"+cause, "said") {
+				b.say(level, consumer, "%s: %s", consumer, text)
+			}
+		},
+		rollback: b.rollback(conn),
+		blocked: func(h holder, what string) {
+			who := h.user
+			if h.super {
+				who = "the superuser " + who
+			}
+			b.blocked.add(h, fmt.Sprintf("prepared transaction %q of %s in %s holds %s", h.gid, who, h.database, what))
+		},
+	}
+	if b.delegated() {
+		e.rollback = nil
+	}
+	return e
+}
+
+// blockedBy are the superusers' prepared transactions found in the provider's way, and why,
+// until they are gone. It is safe for concurrent use.
+type blockedBy struct {
+	mu  sync.Mutex
+	why map[[2]string]string // database and gid: what it holds
+}
+
+func (s *blockedBy) add(h holder, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.why == nil {
+		s.why = map[[2]string]string{}
+	}
+	s.why[[2]string{h.database, h.gid}] = why
+}
+
+// keep forgets those of the prepared transactions that are not in still.
+func (s *blockedBy) keep(still map[[2]string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.why {
+		if !still[k] {
+			delete(s.why, k)
 		}
 	}
+}
+
+// text is every reason, in a fixed order, "" where there is none.
+func (s *blockedBy) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, why := range s.why {
+		out = append(out, why)
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }

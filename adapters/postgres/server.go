@@ -49,7 +49,7 @@ func reason(err error) string {
 	case errors.As(err, &pgErr) && pgErr.Code == invalidAuthorization:
 		return fmt.Sprintf("does not let the provider in (28000: %s): check the user of the connection URL and the server's pg_hba.conf", pgErr.Message)
 	case errors.As(err, &pgErr) && pgErr.Code == undefinedDatabase:
-		return fmt.Sprintf("has no such database (3D000: %s): check the database of the connection URL", pgErr.Message)
+		return fmt.Sprintf("has no such database (3D000: %s): check the provider's database (--provider-database, postgres by default)", pgErr.Message)
 	case errors.As(err, &pgErr) && pgErr.Code == tooManyConnections:
 		return fmt.Sprintf("has no connection slot left (53300: %s)", pgErr.Message)
 	case errors.As(err, &pgErr) && (pgErr.Code == cannotConnectNow || pgErr.Code == adminShutdown):

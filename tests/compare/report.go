@@ -100,10 +100,10 @@ func (b *bench) sweepTable() *table {
 }
 
 func (b *bench) countTable() *table {
-	t := &table{head: []string{"workload", "side", "statements logged", "their server time", "connections"}}
+	t := &table{head: []string{"workload", "side", "statements logged", "their server time", "connections", "checkpoints (in all)"}}
 	for _, c := range b.counts {
 		t.add(c.workload, c.side, fmt.Sprintf("%.2f", float64(c.statements)/float64(c.n)), dur(c.took/time.Duration(c.n)),
-			fmt.Sprintf("%.3f", float64(c.connections)/float64(c.n)))
+			fmt.Sprintf("%.3f", float64(c.connections)/float64(c.n)), fmt.Sprint(c.checkpoints))
 	}
 	return t
 }

@@ -44,7 +44,10 @@ type statementCount struct {
 	statements     int
 	took           time.Duration
 	connections    int
-	kinds          map[string]*kindCount
+	// checkpoints are the checkpoints the server started meanwhile: before PostgreSQL 16, each
+	// DROP DATABASE asks for one and waits for it (concurrent drops share one).
+	checkpoints int
+	kinds       map[string]*kindCount
 }
 
 // kindCount is one kind of statement: how many ran, and the server's time for them (parse,
@@ -57,6 +60,7 @@ type kindCount struct {
 var (
 	logDuration   = regexp.MustCompile(`LOG:  duration: ([0-9.]+) ms  (statement|parse|bind|execute)[^:]*: ?(.*)$`)
 	logConnection = regexp.MustCompile(`LOG:  connection authorized:`)
+	logCheckpoint = regexp.MustCompile(`LOG:  checkpoint starting:`)
 	quotedIdent   = regexp.MustCompile(`"[^"]*"`)
 	quotedString  = regexp.MustCompile(`'(?:[^']|'')*'`)
 	spaces        = regexp.MustCompile(`\s+`)
@@ -64,7 +68,7 @@ var (
 
 // statementSettings make the server log every statement with its duration, and every
 // connection. The provisioner's role transaction turns that logging off for itself, by design.
-var statementSettings = map[string]string{"log_min_duration_statement": "0", "log_connections": "on"}
+var statementSettings = map[string]string{"log_min_duration_statement": "0", "log_connections": "on", "log_checkpoints": "on"}
 
 // counted runs fn and, with -statements and count set, counts what the server logged meanwhile.
 func (b *bench) counted(wl, side string, n int, count bool, fn func() (measure, error)) (measure, error) {
@@ -135,6 +139,10 @@ func countLog(path string, offset int64) (statementCount, error) {
 		}
 		if logConnection.MatchString(line) {
 			c.connections++
+			continue
+		}
+		if logCheckpoint.MatchString(line) {
+			c.checkpoints++
 			continue
 		}
 		m := logDuration.FindStringSubmatch(line)

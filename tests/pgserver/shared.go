@@ -29,7 +29,8 @@ var shared struct {
 
 // Shared is the server for this test binary: the one EnvURL names, or one started on first use
 // and stopped by Main. It logs every statement and loads pg_stat_statements, for the tests that
-// look for a password where a server keeps statements. It has an extension named vector where
+// look for a password where a server keeps statements; it allows 5 prepared transactions, for
+// the tests of those that hold the provider's locks. It has an extension named vector where
 // EnsureVector can make one.
 func Shared(t testing.TB) *TestServer {
 	t.Helper()
@@ -39,8 +40,9 @@ func Shared(t testing.TB) *TestServer {
 			return
 		}
 		s, err := Start(Options{Settings: map[string]string{
-			"log_statement":            "all",
-			"shared_preload_libraries": "pg_stat_statements",
+			"log_statement":             "all",
+			"shared_preload_libraries":  "pg_stat_statements",
+			"max_prepared_transactions": "5",
 		}})
 		if err != nil {
 			shared.err = err
