@@ -169,8 +169,8 @@ func TestStopStopsTheWholeGroup(t *testing.T) {
 
 func TestVectorFallsBackToTheStandIn(t *testing.T) {
 	is := is.New(t)
-	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
-	control := filepath.Join(dirs.ext, "vector.control")
+	dirs := Folders{Extension: t.TempDir(), Lib: t.TempDir(), PGXS: "/nonexistent/pgxs.mk", PGConfig: "/nonexistent/pg_config", Major: "15"}
+	control := filepath.Join(dirs.Extension, "vector.control")
 
 	v, err := ensureVector(dirs, "") // a fresh clone elsewhere: no third-party folder
 	is.NoErr(err)
@@ -179,7 +179,7 @@ func TestVectorFallsBackToTheStandIn(t *testing.T) {
 	raw, err := os.ReadFile(control)
 	is.NoErr(err)
 	is.True(strings.Contains(string(raw), standInMark)) // installed, told apart by its comment
-	_, err = os.Stat(filepath.Join(dirs.ext, vectorScriptName))
+	_, err = os.Stat(filepath.Join(dirs.Extension, vectorScriptName))
 	is.NoErr(err) // with its script
 
 	tampered := filepath.Join(t.TempDir(), pgvectorTarball)
@@ -201,7 +201,7 @@ func TestVectorIsNotBuiltWithoutTheServerHeaders(t *testing.T) {
 	if src == "" {
 		t.Skip("no " + pgvectorTarball + " beside this checkout")
 	}
-	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
+	dirs := Folders{Extension: t.TempDir(), Lib: t.TempDir(), PGXS: "/nonexistent/pgxs.mk", PGConfig: "/nonexistent/pg_config", Major: "15"}
 	v, err := ensureVector(dirs, src)
 	is.NoErr(err)
 	is.True(!v.Real)                                                     // the stand-in
