@@ -171,14 +171,16 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
+	cc := pc.ConnConfig
+	b := &Backend{resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
+		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
+		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
+	// Every connection, pooled or not (the lease's, a consumer's database's), copies this.
+	cc.AfterConnect = b.serverChecked
+	if b.pool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	cc := pc.ConnConfig
-	return &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
-		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
-		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}, nil
+	return b, nil
 }
 
 // Close ends the Backend's connections.
