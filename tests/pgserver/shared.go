@@ -51,7 +51,7 @@ func Shared(t testing.TB) *TestServer {
 		if v, err := s.EnsureVector(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgserver: %s: no extension named vector: %v\n", s.Bin, err)
 		} else {
-			fmt.Fprintf(os.Stderr, "pgserver: the server in %s has as vector %s\n", s.Bin, v)
+			fmt.Fprintf(os.Stderr, "pgserver: vector on the server in %s: %s\n", s.Bin, v)
 		}
 		shared.ts = &TestServer{URL: s.URL, Local: s}
 	})
