@@ -48,7 +48,7 @@ WITH_PG = pgbin=$$(bash .ci/ensure-postgres $(if $(PG),--pg $(PG),--build)) || e
 # (make test PG=14 PKGS='./adapters/postgres/ ./tests/...').
 PKGS ?= ./...
 test: check deps
-	@$(WITH_PG) exec $(GO) test -race -count=1 $(PKGS)
+	@$(WITH_PG) exec $(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 # The integration and end-to-end packages COUNT times over beside a CPU hog, one busy loop a
 # core: the flakes that load brings out (make stress COUNT=10). The hog is stopped on every way
