@@ -8,15 +8,8 @@ import (
 )
 
 // What differs between the supported PostgreSQL versions (14 to 18), each tested on the versions
-// where it differs and skipped, saying why, elsewhere: make test PG=<major> runs them.
-
-// major is the shared server's major version.
-func (e *env) major() int {
-	e.t.Helper()
-	var n int
-	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&n))
-	return n
-}
+// where it differs and skipped, saying why, elsewhere: make test PG=<major> runs them. The
+// server's major version is env.major (ownership_test.go).
 
 // stored is the password verifier the server stores for role.
 func (e *env) stored(role string) string {
