@@ -35,18 +35,27 @@ dist:
 	cd $(DIST) && sha256sum provisioner-* *.deb > SHA256SUMS
 	@ls -l $(DIST)
 
-# Every test, under the race detector, after the checks that need no server.
+# The server the tests and make run start: PG=<major> (14, 16, 17, 18) for the binaries
+# .ci/postgres-versions pins, fetched once a machine; without it, Debian's (15, with pgvector
+# built from ../shared/third_party/). WITH_PG runs a command with PROVISIONER_TEST_PG_BIN set to
+# the pinned binaries' folder (empty without PG), after saying which server it is.
+PG ?=
+WITH_PG = pgbin=$$(bash .ci/ensure-postgres $(if $(PG),--pg $(PG),--build)) || exit 1; \
+	[ -z "$$pgbin" ] || echo "PostgreSQL $(PG): $$("$$pgbin/postgres" --version) from $$pgbin"; \
+	PROVISIONER_TEST_PG_BIN=$$pgbin
+
+# Every test, under the race detector, after the checks that need no server. PKGS narrows it
+# (make test PG=14 PKGS='./adapters/postgres/ ./tests/...').
+PKGS ?= ./...
 test: check deps
-	@bash .ci/ensure-postgres
-	$(GO) test -race -count=1 ./...
+	@$(WITH_PG) exec $(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 # The integration and end-to-end packages COUNT times over beside a CPU hog, one busy loop a
 # core: the flakes that load brings out (make stress COUNT=10). The hog is stopped on every way
 # out of the target.
 COUNT ?= 10
 stress:
-	@bash .ci/ensure-postgres
-	@bash .ci/stress $(COUNT)
+	@$(WITH_PG) exec bash .ci/stress $(COUNT)
 
 # The domain's statement coverage (the target is at least 95%).
 cover:
@@ -73,12 +82,12 @@ deps:
 	if [ -n "$$bad" ]; then echo "domain depends on more than ports and the standard library:"; echo "$$bad"; exit 1; fi; \
 	echo "deps: domain depends only on ports and the standard library"
 
-# The main job on an embedded default: a throwaway PostgreSQL under .run/, letta asking for
-# vector, pg_trgm and dblink, the provisioner in the foreground. Ctrl-C stops everything.
+# The main job on an embedded default: a throwaway PostgreSQL under .run/ (PG=<major> as for
+# test), letta asking for vector, pg_trgm and dblink, the provisioner in the foreground. Ctrl-C
+# stops everything.
 run: build
-	@bash .ci/ensure-postgres
 	$(GO) build -o bin/run ./tests/run
-	./bin/run
+	@$(WITH_PG) exec ./bin/run
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -89,9 +98,8 @@ bench:
 N      ?= 200
 ROUNDS ?= 3
 compare: build
-	@bash .ci/ensure-postgres
 	$(GO) build -o bin/compare ./tests/compare
-	./bin/compare -bin $(BIN) -n $(N) -rounds $(ROUNDS) $(if $(OUT),-out $(OUT)) $(COMPARE_FLAGS)
+	@$(WITH_PG) exec ./bin/compare -bin $(BIN) -n $(N) -rounds $(ROUNDS) $(if $(OUT),-out $(OUT)) $(COMPARE_FLAGS)
 
 # A minute of coverage-guided fuzzing of the contributions file; its seeds run in make test.
 fuzz:

@@ -196,12 +196,11 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	var b *Backend
-	// The server's major version, from the first session's startup: the settings an older one
-	// does not know are left out of the sessions opened to consumers' databases.
-	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-		b.major.CompareAndSwap(0, int32(majorOf(c.PgConn().ParameterStatus("server_version"))))
-		return nil
-	}
+	// Every connection, pooled or not (the lease's, a consumer's database's), copies this: the
+	// server's version is read as it lets the provider in, an older one than OldestMajor
+	// refused, and the major remembered (the settings an older server does not know are left
+	// out of the sessions opened to consumers' databases).
+	pc.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error { return b.serverChecked(ctx, c) }
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)

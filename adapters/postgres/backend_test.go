@@ -145,6 +145,9 @@ func TestHoldsSeesDriftAndCreateRepairsIt(t *testing.T) {
 func TestHoldsVerifiesAnMD5Password(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
+	if m := e.major(); m >= 18 {
+		t.Skipf("PostgreSQL %d deprecates md5 passwords: one is drift there (TestOn18AnMD5PasswordIsDriftAndGetsAVerifier)", m)
+	}
 	p := provision(name("md5"))
 	e.mustCreate(p)
 	e.exec("", "SET password_encryption = 'md5'", "ALTER ROLE "+p.As+" PASSWORD '"+p.Password+"'")

@@ -29,11 +29,13 @@ func TestOneReplicaHoldsTheLeaseAndAnotherTakesItWhenItsSessionEnds(t *testing.T
 	is.True(one.Leader() && !two.Leader())
 
 	// The leader's session ends under it (a network drop, an operator's pg_terminate_backend).
+	// pg_terminate_backend returns once the signal is sent; with a timeout, it waits (up to 10 s)
+	// for the session to be gone, and its advisory lock with it, and says whether it went.
 	var ended bool
-	is.NoErr(e.admin("").QueryRow(ctx, `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+	is.NoErr(e.admin("").QueryRow(ctx, `SELECT pg_terminate_backend(a.pid, 10000) FROM pg_stat_activity a
 		JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
 		WHERE a.application_name LIKE 'novox-provisioner/' || $1 || '/%/lease'`, resource).Scan(&ended))
-	is.True(ended)
+	is.True(ended) // the session is gone, and its lock
 	err := one.Held(ctx)
 	is.True(errors.Is(err, ports.ErrStandby)) // it notices before it acts again, and steps back
 	is.True(!one.Leader())

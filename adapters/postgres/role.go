@@ -54,7 +54,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 		if !f.exists || !f.asMade() || f.limit != pl.limit || !verifies {
 			var verifier string
 			if !verifies {
-				if verifier, err = scramVerifier(password); err != nil {
+				if verifier, err = scramVerifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
 					return err
 				}
 			}

@@ -13,24 +13,29 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
-// scramIterations is PostgreSQL's default scram_iterations.
-const scramIterations = 4096
+// scramIterations is PostgreSQL's default scram_iterations, and maxIterations the most a
+// verifier here is computed or checked with.
+const (
+	scramIterations = 4096
+	maxIterations   = 1 << 24
+)
 
 // scramVerifier is the SCRAM-SHA-256 secret PostgreSQL stores for password, in its format
-// "SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>", under a fresh random salt. The
-// server is given this, never the password.
-func scramVerifier(password string) (string, error) {
+// "SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>", under a fresh random salt, with
+// the server's iterations (sessionIterations). The server is given this, never the password.
+func scramVerifier(password string, iterations int) (string, error) {
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("salt: %w", err)
 	}
-	stored, server, err := scramKeys(password, salt, scramIterations)
+	stored, server, err := scramKeys(password, salt, iterations)
 	if err != nil {
 		return "", err
 	}
-	return scramFormat(scramIterations, salt, stored, server), nil
+	return scramFormat(iterations, salt, stored, server), nil
 }
 
 // scramFormat is PostgreSQL's text of a SCRAM-SHA-256 secret.
@@ -57,12 +62,13 @@ func hmacSHA256(key []byte, msg string) []byte {
 }
 
 // passwordVerifies reports whether the secret PostgreSQL stores for role (rolpassword) was made
-// from password: a SCRAM-SHA-256 verifier, or an md5 hash where the server still stores md5.
-func passwordVerifies(stored, password, role string) bool {
+// from password: a SCRAM-SHA-256 verifier, whatever its iterations, or an md5 hash where md5
+// counts (a server before 18, which deprecates md5).
+func passwordVerifies(stored, password, role string, md5Counts bool) bool {
 	switch {
 	case strings.HasPrefix(stored, "SCRAM-SHA-256$"):
 		return scramVerifies(stored, password)
-	case strings.HasPrefix(stored, "md5") && len(stored) == 35:
+	case md5Counts && strings.HasPrefix(stored, "md5") && len(stored) == 35:
 		sum := md5.Sum([]byte(password + role))
 		return subtle.ConstantTimeCompare([]byte(stored[3:]), []byte(hex.EncodeToString(sum[:]))) == 1
 	default:
@@ -82,7 +88,7 @@ func scramVerifies(stored, password string) bool {
 		return false
 	}
 	iterations, err := strconv.Atoi(iterSalt[0])
-	if err != nil || iterations < 1 || iterations > 1<<24 {
+	if err != nil || iterations < 1 || iterations > maxIterations {
 		return false
 	}
 	salt, err1 := base64.StdEncoding.DecodeString(iterSalt[1])
@@ -99,6 +105,9 @@ func scramVerifies(stored, password string) bool {
 // role the provider checks, so it grows with what is managed and no further; a dropped role's
 // answer is forgotten.
 type verifiedCache struct {
+	// md5Counts is whether an md5 hash may verify: the server is older than 18 (serverChecked).
+	md5Counts atomic.Bool
+
 	mu      sync.Mutex
 	answers map[string]verdict
 	// derivations counts the PBKDF2 derivations it ran, for the tests and benchmarks that show
@@ -112,8 +121,9 @@ type verdict struct {
 }
 
 func (c *verifiedCache) verifies(stored, password, role string) bool {
+	md5Counts := c.md5Counts.Load()
 	h := sha256.New()
-	for _, part := range []string{stored, password, role} {
+	for _, part := range []string{stored, password, role, strconv.FormatBool(md5Counts)} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
@@ -125,7 +135,7 @@ func (c *verifiedCache) verifies(stored, password, role string) bool {
 	if known && v.key == key {
 		return v.answer
 	}
-	answer := passwordVerifies(stored, password, role)
+	answer := passwordVerifies(stored, password, role, md5Counts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.answers == nil {

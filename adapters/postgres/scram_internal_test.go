@@ -10,26 +10,49 @@ import (
 
 func TestVerifierIsPostgresFormatAndVerifies(t *testing.T) {
 	is := is.New(t)
-	v, err := scramVerifier("pencil")
+	v, err := scramVerifier("pencil", scramIterations)
 	is.NoErr(err)
-	is.True(strings.HasPrefix(v, "SCRAM-SHA-256$4096:")) // PostgreSQL's format and default iterations
-	is.True(passwordVerifies(v, "pencil", "letta"))      // the minted password verifies
-	is.True(!passwordVerifies(v, "Pencil", "letta"))     // another does not
-	w, err := scramVerifier("pencil")
+	is.True(strings.HasPrefix(v, "SCRAM-SHA-256$4096:"))   // PostgreSQL's format and default iterations
+	is.True(passwordVerifies(v, "pencil", "letta", true))  // the minted password verifies
+	is.True(!passwordVerifies(v, "Pencil", "letta", true)) // another does not
+	w, err := scramVerifier("pencil", scramIterations)
 	is.NoErr(err)
 	is.True(v != w) // a fresh salt each time
 	is.True(!strings.Contains(v, "pencil"))
 }
 
+func TestVerifierUsesTheIterationsItIsGivenAndAnyVerifies(t *testing.T) {
+	is := is.New(t)
+	v, err := scramVerifier("pencil", 10000)
+	is.NoErr(err)
+	is.True(strings.HasPrefix(v, "SCRAM-SHA-256$10000:"))    // the server's scram_iterations
+	is.True(passwordVerifies(v, "pencil", "letta", false))   // verifies whatever the iterations
+	is.True(!passwordVerifies(v, "pencil!", "letta", false)) // and only for its password
+}
+
+func TestServerVersionsAreReadAndOldOnesSaidInOneLine(t *testing.T) {
+	is := is.New(t)
+	for in, want := range map[string]int{"18.4": 18, "15.8 (Debian 15.8-0+deb12u1)": 15, "19devel": 19, "18beta1": 18, "9.6.24": 9} {
+		got, ok := majorOf(in)
+		is.True(ok)
+		is.Equal(got, want) // the major version
+	}
+	_, ok := majorOf("")
+	is.True(!ok) // not reported: asked instead
+	is.Equal(reason(fmt.Errorf("connect: %w", unsupported{version: "13.16"})),
+		"is PostgreSQL 13.16, older than 14: the provider supports PostgreSQL 14 to 18; upgrade the server") // the version, in one line
+}
+
 func TestMD5AndGarbageVerifiers(t *testing.T) {
 	is := is.New(t)
+	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "letta", false)) // drift on 18 and later
 	// md5 of "pencil" followed by the role name "letta", as PostgreSQL stores it.
-	is.True(passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "letta"))  // the minted password
-	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "other")) // salted by the role name
-	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "Pencil", "letta")) // another password
+	is.True(passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "letta", true))  // the minted password
+	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "pencil", "other", true)) // salted by the role name
+	is.True(!passwordVerifies("md5e6a92bf398db27aadbe8d4fe8dc183ed", "Pencil", "letta", true)) // another password
 	for _, stored := range []string{"", "plain", "md5short", "SCRAM-SHA-256$", "SCRAM-SHA-256$x:salt$a:b",
 		"SCRAM-SHA-256$4096:!!$a:b", "SCRAM-SHA-256$0:c2FsdA==$a:b", "SCRAM-SHA-256$4096:c2FsdA==$only"} {
-		is.True(!passwordVerifies(stored, "pencil", "letta")) // never true for what is not a verifier
+		is.True(!passwordVerifies(stored, "pencil", "letta", true)) // never true for what is not a verifier
 	}
 }
 
@@ -55,13 +78,17 @@ func TestSASLprepCases(t *testing.T) {
 func TestVerifiedCacheAnswersAsPasswordVerifies(t *testing.T) {
 	is := is.New(t)
 	var c verifiedCache
-	v, err := scramVerifier("pencil")
+	v, err := scramVerifier("pencil", scramIterations)
 	is.NoErr(err)
 	for range 2 { // computed, then remembered
 		is.True(c.verifies(v, "pencil", "letta"))
 		is.True(!c.verifies(v, "other", "letta"))
 	}
-	is.Equal(c.derivations, 4) // one answer per role: another password takes its place
+	is.Equal(c.derivations, 4)                   // one answer per role: another password takes its place
+	md5 := "md5e6a92bf398db27aadbe8d4fe8dc183ed" // of "pencil" for letta
+	is.True(!c.verifies(md5, "pencil", "letta")) // md5 counts only where the server is older than 18
+	c.md5Counts.Store(true)
+	is.True(c.verifies(md5, "pencil", "letta")) // not an answer remembered from before the server said
 	for i := range 20000 {
 		c.verifies("md5"+strings.Repeat("0", 32), "pw", fmt.Sprintf("role%d", i))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,12 +24,9 @@ func (e *env) installExtension(name, control, script string) {
 	if e.srv.Local == nil {
 		e.t.Skip("installing a test extension needs a server these tests started")
 	}
-	out, err := exec.Command(filepath.Join(e.srv.Local.Bin, "pg_config"), "--sharedir").Output()
-	if err != nil {
-		out, err = exec.Command("pg_config", "--sharedir").Output()
-	}
-	is.New(e.t).NoErr(err) // pg_config
-	dir := filepath.Join(strings.TrimSpace(string(out)), "extension")
+	folders, err := e.srv.Local.Folders()
+	is.New(e.t).NoErr(err) // the server's extension folder, found from its binaries
+	dir := folders.Extension
 	for file, content := range map[string]string{name + "--1.0.sql": script, name + ".control": control} {
 		tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", file, os.Getpid()))
 		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {

@@ -43,7 +43,10 @@ func (d described) Unwrap() []error { return []error{d.err, ports.ErrTransient} 
 func reason(err error) string {
 	var pgErr *pgconn.PgError
 	var netErr *net.OpError
+	var old unsupported
 	switch {
+	case errors.As(err, &old):
+		return old.Error()
 	case errors.As(err, &pgErr) && pgErr.Code == invalidPassword:
 		return "refused the provider's password (28P01): check the password of the connection URL (--database-url or PROVISIONER_DATABASE_URL)"
 	case errors.As(err, &pgErr) && pgErr.Code == invalidAuthorization:

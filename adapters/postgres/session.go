@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"strconv"
-	"strings"
 )
 
 // A consumer owns its database, and may set defaults for every session there (ALTER DATABASE
@@ -69,15 +67,4 @@ func sinceVersion(params map[string]string, major int) {
 			params[k] = "0"
 		}
 	}
-}
-
-// majorOf is the major version in a server_version parameter ("15.20 (Debian ...)"), 0 where it
-// cannot be read.
-func majorOf(serverVersion string) int {
-	end := strings.IndexFunc(serverVersion, func(r rune) bool { return r < '0' || r > '9' })
-	if end < 0 {
-		end = len(serverVersion)
-	}
-	n, _ := strconv.Atoi(serverVersion[:end])
-	return n
 }

@@ -1,7 +1,8 @@
 // Package pgserver starts a throwaway PostgreSQL server for tests and for `make run`: initdb
 // into a folder of its own, listening on 127.0.0.1 only at a free port, fsync off, run as the
-// postgres OS user when this process is root (the server refuses root). Binaries come from
-// PATH or /usr/lib/postgresql/*/bin.
+// postgres OS user when this process is root (the server refuses root). Binaries come from the
+// folder EnvBin names (make test PG=<major> names the pinned ones), else PATH or
+// /usr/lib/postgresql/*/bin.
 //
 // Nothing it starts outlives the process that started it: every child leads a process group of
 // its own and is stopped with it (Group), the kernel stops it when its parent dies, and the
@@ -290,9 +291,22 @@ func Available() bool {
 	return err == nil
 }
 
-// findBin is the folder holding initdb and postgres: PATH first, else the newest
-// /usr/lib/postgresql/<version>/bin.
+// EnvBin names the folder of the server binaries (initdb, postgres) that Start uses; empty:
+// PATH, else Debian's newest. `make test PG=<major>` and `make run PG=<major>` set it to the
+// binaries .ci/postgres-versions pins.
+const EnvBin = "PROVISIONER_TEST_PG_BIN"
+
+// findBin is the folder holding initdb and postgres: the one EnvBin names, else PATH's, else
+// the newest /usr/lib/postgresql/<version>/bin.
 func findBin() (string, error) {
+	if dir := os.Getenv(EnvBin); dir != "" {
+		for _, name := range []string{"initdb", "postgres"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return "", fmt.Errorf("%s=%s: no %s there: %w", EnvBin, dir, name, err)
+			}
+		}
+		return filepath.Abs(dir)
+	}
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real // a link in PATH to the real folder, which has pg_config beside it
@@ -309,8 +323,8 @@ func findBin() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", errors.New("no PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin; " +
-		"install Debian's postgresql package")
+	return "", errors.New("no PostgreSQL server binaries (initdb, postgres) in " + EnvBin + ", PATH or /usr/lib/postgresql/*/bin; " +
+		"install Debian's postgresql package, or run make test PG=<major>")
 }
 
 func version(binDir string) int {

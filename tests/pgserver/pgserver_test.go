@@ -169,8 +169,8 @@ func TestStopStopsTheWholeGroup(t *testing.T) {
 
 func TestVectorFallsBackToTheStandIn(t *testing.T) {
 	is := is.New(t)
-	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
-	control := filepath.Join(dirs.ext, "vector.control")
+	dirs := Folders{Extension: t.TempDir(), Lib: t.TempDir(), PGXS: "/nonexistent/pgxs.mk", PGConfig: "/nonexistent/pg_config", Major: "15"}
+	control := filepath.Join(dirs.Extension, "vector.control")
 
 	v, err := ensureVector(dirs, "") // a fresh clone elsewhere: no third-party folder
 	is.NoErr(err)
@@ -179,7 +179,7 @@ func TestVectorFallsBackToTheStandIn(t *testing.T) {
 	raw, err := os.ReadFile(control)
 	is.NoErr(err)
 	is.True(strings.Contains(string(raw), standInMark)) // installed, told apart by its comment
-	_, err = os.Stat(filepath.Join(dirs.ext, vectorScriptName))
+	_, err = os.Stat(filepath.Join(dirs.Extension, vectorScriptName))
 	is.NoErr(err) // with its script
 
 	tampered := filepath.Join(t.TempDir(), pgvectorTarball)
@@ -201,9 +201,44 @@ func TestVectorIsNotBuiltWithoutTheServerHeaders(t *testing.T) {
 	if src == "" {
 		t.Skip("no " + pgvectorTarball + " beside this checkout")
 	}
-	dirs := pgDirs{ext: t.TempDir(), lib: t.TempDir(), pgxs: "/nonexistent/pgxs.mk", major: "15"}
+	dirs := Folders{Extension: t.TempDir(), Lib: t.TempDir(), PGXS: "/nonexistent/pgxs.mk", PGConfig: "/nonexistent/pg_config", Major: "15"}
 	v, err := ensureVector(dirs, src)
 	is.NoErr(err)
 	is.True(!v.Real)                                                     // the stand-in
 	is.True(strings.Contains(v.Why, "install postgresql-server-dev-15")) // and what to install for pgvector
+}
+
+func TestStartsTheServerOfTheBinariesNamedAndFindsItsFolders(t *testing.T) {
+	is := is.New(t)
+	if !Available() {
+		t.Skip("no server binaries on this machine")
+	}
+	s, err := Start(Options{})
+	is.NoErr(err)
+	defer s.Stop()
+	if dir := os.Getenv(EnvBin); dir != "" {
+		want, err := filepath.Abs(dir)
+		is.NoErr(err)
+		is.Equal(s.Bin, want) // the binaries make test PG=<major> names
+	}
+	f, err := s.Folders()
+	is.NoErr(err)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.URL)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	var major, sharedir, pkglibdir string
+	is.NoErr(conn.QueryRow(ctx, `SELECT (current_setting('server_version_num')::int / 10000)::text,
+		(SELECT setting FROM pg_config WHERE name = 'SHAREDIR'), (SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR')`).
+		Scan(&major, &sharedir, &pkglibdir))
+	is.Equal(major, f.Major) // the running server is the version its binaries say
+	t.Logf("PostgreSQL %s from %s", major, s.Bin)
+	// The folders found from the binaries are the ones the running server looks in.
+	same := func(a, b string) bool {
+		ra, err1 := filepath.EvalSymlinks(a)
+		rb, err2 := filepath.EvalSymlinks(b)
+		return err1 == nil && err2 == nil && ra == rb
+	}
+	is.True(same(f.Extension, filepath.Join(sharedir, "extension"))) // its extension folder
+	is.True(same(f.Lib, pkglibdir))                                  // its library folder
 }

@@ -48,8 +48,12 @@ func Shared(t testing.TB) *TestServer {
 			shared.err = err
 			return
 		}
-		if _, err := s.EnsureVector(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgserver: no extension named vector: %v\n", err)
+		// Which server, and which vector, a run had: the stand-in is used where pgvector cannot
+		// be built (the pinned npm binaries have no headers).
+		if v, err := s.EnsureVector(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgserver: %s: no extension named vector: %v\n", s.Bin, err)
+		} else {
+			fmt.Fprintf(os.Stderr, "pgserver: vector on the server in %s: %s\n", s.Bin, v)
 		}
 		shared.ts = &TestServer{URL: s.URL, Local: s}
 	})

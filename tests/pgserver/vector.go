@@ -74,7 +74,7 @@ CREATE DOMAIN vector AS real[];
 // writing it at once, and the build happens once a machine (about 40 s of CPU). It answers an
 // error only where neither could be had.
 func (s *Server) EnsureVector() (Vector, error) {
-	dirs, err := s.pgDirs()
+	dirs, err := s.Folders()
 	if err != nil {
 		return Vector{}, err
 	}
@@ -83,13 +83,13 @@ func (s *Server) EnsureVector() (Vector, error) {
 
 // ensureVector is EnsureVector on the server's folders, with src the pgvector tarball ("" for
 // none).
-func ensureVector(dirs pgDirs, src string) (Vector, error) {
+func ensureVector(dirs Folders, src string) (Vector, error) {
 	unlock, err := lock("pgvector.lock")
 	if err != nil {
 		return Vector{}, err
 	}
 	defer unlock()
-	control := filepath.Join(dirs.ext, "vector.control")
+	control := filepath.Join(dirs.Extension, "vector.control")
 	raw, err := os.ReadFile(control)
 	if err == nil && !strings.Contains(string(raw), standInMark) {
 		return Vector{Real: true}, nil
@@ -105,11 +105,11 @@ func ensureVector(dirs pgDirs, src string) (Vector, error) {
 	// The script first and the control file last, each by rename, so that a server looking
 	// at the folder meanwhile (another test binary's) never reads half a file.
 	for _, f := range []struct{ name, content string }{{vectorScriptName, vectorScript}, {"vector.control", vectorControl}} {
-		tmp := filepath.Join(dirs.ext, fmt.Sprintf(".%s.%d", f.name, os.Getpid()))
+		tmp := filepath.Join(dirs.Extension, fmt.Sprintf(".%s.%d", f.name, os.Getpid()))
 		if err := os.WriteFile(tmp, []byte(f.content), 0o644); err != nil {
-			return Vector{}, fmt.Errorf("the extension folder %s cannot be written: %w", dirs.ext, err)
+			return Vector{}, fmt.Errorf("the extension folder %s cannot be written: %w", dirs.Extension, err)
 		}
-		if err := os.Rename(tmp, filepath.Join(dirs.ext, f.name)); err != nil {
+		if err := os.Rename(tmp, filepath.Join(dirs.Extension, f.name)); err != nil {
 			_ = os.Remove(tmp)
 			return Vector{}, fmt.Errorf("install %s: %w", f.name, err)
 		}
@@ -117,46 +117,29 @@ func ensureVector(dirs pgDirs, src string) (Vector, error) {
 	return v, nil
 }
 
-// pgDirs are the server's folders an extension goes into, its build system's makefile, its
-// major version, and the pg_config that said so.
-type pgDirs struct{ ext, lib, pgxs, major, pgConfig string }
-
-func (s *Server) pgDirs() (pgDirs, error) {
-	pgConfig := filepath.Join(s.Bin, "pg_config")
-	if _, err := os.Stat(pgConfig); err != nil {
-		pgConfig = "pg_config"
-	}
-	out, err := RunGroup(exec.Command(pgConfig, "--sharedir", "--pkglibdir", "--pgxs", "--version"), time.Minute)
-	if err != nil {
-		return pgDirs{}, err
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 4 {
-		return pgDirs{}, fmt.Errorf("pg_config said %q", out)
-	}
-	major, _, _ := strings.Cut(strings.TrimPrefix(lines[3], "PostgreSQL "), ".") // PostgreSQL 15.8 (Debian 15.8-0+deb12u1)
-	return pgDirs{ext: filepath.Join(lines[0], "extension"), lib: lines[1], pgxs: lines[2], major: major, pgConfig: pgConfig}, nil
-}
-
 // buildPGVector builds pgvector from src and installs it, each file by rename and the control
 // file last, as the stand-in is; it answers why not where it cannot.
-func buildPGVector(dirs pgDirs, src string) error {
+func buildPGVector(dirs Folders, src string) error {
 	if src == "" {
 		return fmt.Errorf("no %s in ../shared/third_party/ beside the project", pgvectorTarball)
 	}
 	if err := checkDigest(src, pgvectorSHA256); err != nil {
 		return err
 	}
-	if _, err := os.Stat(dirs.pgxs); err != nil {
+	if dirs.PGConfig == "" {
+		return errors.New("the server has no pg_config nor headers beside its binaries to build pgvector with " +
+			"(the pinned npm binaries of make test PG=<major> ship none)")
+	}
+	if _, err := os.Stat(dirs.PGXS); err != nil {
 		return fmt.Errorf("no PostgreSQL server headers to build pgvector with (no %s); install postgresql-server-dev-%s",
-			dirs.pgxs, dirs.major)
+			dirs.PGXS, dirs.Major)
 	}
 	for _, tool := range []string{"make", "gcc", "tar"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("no %s to build pgvector with", tool)
 		}
 	}
-	for _, dir := range []string{dirs.ext, dirs.lib} {
+	for _, dir := range []string{dirs.Extension, dirs.Lib} {
 		if err := writable(dir); err != nil {
 			return fmt.Errorf("pgvector cannot be installed: %w", err)
 		}
@@ -172,7 +155,7 @@ func buildPGVector(dirs pgDirs, src string) error {
 	srcDir := filepath.Join(tmp, strings.TrimSuffix(pgvectorTarball, ".tar.gz"))
 	stage := filepath.Join(tmp, "stage")
 	// No LLVM bitcode: the servers here run without JIT, and it would double the build.
-	vars := []string{"-C", srcDir, "PG_CONFIG=" + dirs.pgConfig, "with_llvm=no"}
+	vars := []string{"-C", srcDir, "PG_CONFIG=" + dirs.PGConfig, "with_llvm=no"}
 	if _, err := RunGroup(exec.Command("make", append(vars, "-j"+strconv.Itoa(runtime.NumCPU()))...), 15*time.Minute); err != nil {
 		return fmt.Errorf("build pgvector: %w", err)
 	}
@@ -183,7 +166,7 @@ func buildPGVector(dirs pgDirs, src string) error {
 		return fmt.Errorf("install pgvector: %w", err)
 	}
 	// The stand-in's script would pass for a version of pgvector.
-	script := filepath.Join(dirs.ext, vectorScriptName)
+	script := filepath.Join(dirs.Extension, vectorScriptName)
 	if raw, err := os.ReadFile(script); err == nil && string(raw) == vectorScript {
 		_ = os.Remove(script)
 	}
