@@ -1,7 +1,6 @@
 package postgres
 
-import (
-)
+import ()
 
 // A consumer owns its database, and may set defaults for every session there (ALTER DATABASE
 // own SET role = ..., search_path, statement_timeout, default_transaction_read_only, ...). The
