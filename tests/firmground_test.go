@@ -22,10 +22,7 @@ func TestAFileRewrittenInPlaceUnderTheLoopWithdrawsNothing(t *testing.T) {
 	is := is.New(t)
 	url := pgserver.Shared(t).URL
 	m := newMesh(t)
-	var cs []consumer
-	for range 40 {
-		cs = append(cs, consumer{as: name("inplace"), password: randomHex(8)})
-	}
+	cs := consumers("inplace", 40)
 	m.give(cs...)
 	full, err := os.ReadFile(m.file)
 	is.NoErr(err)
@@ -101,10 +98,7 @@ func TestAMassWithdrawalIsHeldAndCounted(t *testing.T) {
 	is := is.New(t)
 	url := pgserver.Shared(t).URL
 	m := newMesh(t)
-	var cs []consumer
-	for range 8 {
-		cs = append(cs, consumer{as: name("mass"), password: randomHex(8)})
-	}
+	cs := consumers("mass", 8)
 	m.give(cs...)
 	p := start(t, nil, daemonArgs(m, url, "--withdraw-settle", "1s")...)
 	eventually(t, "all log in", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 8 })

@@ -241,6 +241,16 @@ type consumer struct {
 	extensions   []string
 }
 
+// consumers are n fresh consumers named after base, each with a password of its own and
+// the extensions given.
+func consumers(base string, n int, extensions ...string) []consumer {
+	cs := make([]consumer, n)
+	for i := range cs {
+		cs[i] = consumer{as: name(base), password: randomHex(8), extensions: extensions}
+	}
+	return cs
+}
+
 func (m *mesh) secret(as string) string { return filepath.Join(m.dir, as+".postgres") }
 
 // give replaces the contributions file, by rename as the mesh does, and writes each secret.

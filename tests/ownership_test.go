@@ -18,10 +18,7 @@ func TestAWithdrawalInStepsIsHeldAgainstTheHoursMost(t *testing.T) {
 	is := is.New(t)
 	url := pgserver.Shared(t).URL
 	m := newMesh(t)
-	var cs []consumer
-	for range 12 {
-		cs = append(cs, consumer{as: name("step"), password: randomHex(8)})
-	}
+	cs := consumers("step", 12)
 	m.give(cs...)
 	p := start(t, nil, daemonArgs(m, url)...)
 	eventually(t, "all 12 log in", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 12 })
@@ -70,10 +67,7 @@ func TestOnceNeverWithdrawsWhatItSaysIsHeld(t *testing.T) {
 	is := is.New(t)
 	url := pgserver.Shared(t).URL
 	m := newMesh(t)
-	var cs []consumer
-	for range 6 {
-		cs = append(cs, consumer{as: name("once"), password: randomHex(8)})
-	}
+	cs := consumers("once", 6)
 	m.give(cs...)
 	code, out := runOnce(t, nil, m.args("--database-url", url, "--once")...)
 	is.Equal(code, 0) // all made

@@ -53,10 +53,7 @@ func TestAConsumerRemovedAfterAKillInTheMiddleOfAPassIsWithdrawn(t *testing.T) {
 	is := is.New(t)
 	url := pgserver.Shared(t).URL
 	m := newMesh(t)
-	var cs []consumer
-	for range 12 {
-		cs = append(cs, consumer{as: name("kill"), password: randomHex(8), extensions: []string{"pg_trgm"}})
-	}
+	cs := consumers("kill", 12, "pg_trgm")
 	m.give(cs...)
 	p := start(t, nil, daemonArgs(m, url)...)
 	eventually(t, "some made", func() bool { return cs[0].logsIn(t, url) })
@@ -159,10 +156,7 @@ func TestARestartOverConvergedConsumersWritesNothing(t *testing.T) {
 	is := is.New(t)
 	srv := ownServer(t, "counting statements", map[string]string{"log_statement": "ddl"})
 	m := newMesh(t)
-	var cs []consumer
-	for range 20 {
-		cs = append(cs, consumer{as: name("steady"), password: randomHex(8), extensions: []string{"pg_trgm"}})
-	}
+	cs := consumers("steady", 20, "pg_trgm")
 	m.give(cs...)
 	p := start(t, nil, daemonArgs(m, srv.URL)...)
 	eventually(t, "all converged", func() bool {

@@ -160,10 +160,7 @@ func TestNeverTwoActAtOnce(t *testing.T) {
 	is := is.New(t)
 	srv := replicaServer(t)
 	m := newMesh(t)
-	var cs []consumer
-	for range 6 {
-		cs = append(cs, consumer{as: name("churn"), password: randomHex(8), extensions: []string{"pg_trgm"}})
-	}
+	cs := consumers("churn", 6, "pg_trgm")
 	m.give(cs...)
 	args := daemonArgs(m, srv.URL, "--verify-every", "200ms")
 	ps := []*proc{start(t, nil, args...), start(t, nil, args...)}
