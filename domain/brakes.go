@@ -13,14 +13,19 @@ type brake struct {
 }
 
 // backoff is how long a consumer applied again n times in a row waits for its next check: the
-// verify interval doubled per repeat after the first, capped at maxBackoff. Doubling stops at the
-// cap, so no repeat count overflows.
+// verify interval doubled per repeat after the first, capped at maxBackoff.
 func backoff(verifyEvery time.Duration, n int) time.Duration {
-	wait := verifyEvery
-	for i := 1; i < n && wait < maxBackoff; i++ {
+	return doubled(verifyEvery, n, maxBackoff)
+}
+
+// doubled is base doubled per time after the first of n, at most ceiling. Doubling stops at the
+// ceiling, so no count overflows.
+func doubled(base time.Duration, n int, ceiling time.Duration) time.Duration {
+	wait := base
+	for i := 1; i < n && wait < ceiling; i++ {
 		wait *= 2
 	}
-	return min(wait, maxBackoff)
+	return min(wait, ceiling)
 }
 
 // maxRefusedWait is the longest a consumer whose create was refused, or which asks for what
@@ -38,12 +43,7 @@ type refusal struct {
 }
 
 // refusedWait is how long a consumer refused n times in a row waits: every, doubled per
-// refusal after the first, at most maxRefusedWait. Doubling stops at the cap, so no count
-// overflows.
+// refusal after the first, at most maxRefusedWait.
 func refusedWait(every time.Duration, n int) time.Duration {
-	wait := every
-	for i := 1; i < n && wait < maxRefusedWait; i++ {
-		wait *= 2
-	}
-	return min(wait, maxRefusedWait)
+	return doubled(every, n, maxRefusedWait)
 }
