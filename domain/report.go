@@ -40,6 +40,42 @@ type Status struct {
 	Drift []string `json:"drift,omitempty"`
 }
 
+// LeavingState is where a consumer stands that the backend's record holds and the file no
+// longer lists.
+type LeavingState string
+
+// The states of a consumer the file no longer lists.
+const (
+	// LeavingWaiting: still active; withdrawn once the file has stayed unchanged for the
+	// settle (WithdrawAt), or held while some entry of the file cannot be read.
+	LeavingWaiting LeavingState = "leaving"
+	// LeavingHeld: still active; part of a mass withdrawal, held for six times the settle.
+	LeavingHeld LeavingState = "held"
+	// LeavingWithdrawn: its login taken away, its data kept; with the drop policy, dropped
+	// at DropAt.
+	LeavingWithdrawn LeavingState = "withdrawn"
+	// LeavingFailing: its withdrawal or drop failed (LastError), and is tried again.
+	LeavingFailing LeavingState = "failing"
+)
+
+// Leaving is what the loop knows of one consumer the backend's record holds that the file no
+// longer lists.
+type Leaving struct {
+	// As is the consumer's login.
+	As    string       `json:"as"`
+	State LeavingState `json:"state"`
+	// Since is when it was withdrawn, as the loop counts it for its drop; zero while active.
+	Since time.Time `json:"since,omitzero"`
+	// WithdrawAt is when a waiting withdrawal is due, if the file stays as it is; zero where
+	// it waits for something else (an unreadable entry, the lease).
+	WithdrawAt time.Time `json:"withdraw_at,omitzero"`
+	// DropAt is when its data will be dropped; zero where it never will be (the retain
+	// policy).
+	DropAt time.Time `json:"drop_at,omitzero"`
+	// LastError is the last failure of its withdrawal or drop (scrubbed).
+	LastError string `json:"last_error,omitempty"`
+}
+
 // Report is what one pass did.
 type Report struct {
 	// FileRead is whether the contributions file was read and usable.
@@ -73,6 +109,9 @@ type Report struct {
 	// file to settle; MassWithdrawal is set when they are more than half of those managed.
 	WithdrawalsHeld int
 	MassWithdrawal  bool
+	// Leaving is every consumer the record holds that the file no longer lists, by login:
+	// those whose withdrawal waits or is held, and those withdrawn whose data is kept.
+	Leaving []Leaving
 	// Took is how long the pass took, by the loop's clock.
 	Took time.Duration
 	// Watched are the files the pass read or tried to: the contributions file and every listed
