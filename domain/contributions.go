@@ -43,6 +43,9 @@ type contents struct {
 	given  []contribution // the credential grants, first entry per login
 	bad    int            // entries that could not be decoded
 	said   map[string]bool
+	twice  map[string]bool // logins listed more than once, said once
+	// warning is why the file said nothing, as last said.
+	warning string
 	parses int // how often a content was parsed, for the tests that show it is not parsed again
 }
 
@@ -203,7 +206,7 @@ func (h *Harness) grants(given []contribution) []contribution {
 			continue
 		}
 		if seen[g.As] {
-			if !twice[g.As] && !h.twice[g.As] {
+			if !twice[g.As] && !h.file.twice[g.As] {
 				h.later(slog.LevelWarn, g.As, "%s: listed more than once in %s; using the first entry", g.As, h.cfg.Receives)
 			}
 			twice[g.As] = true
@@ -214,14 +217,14 @@ func (h *Harness) grants(given []contribution) []contribution {
 		g.shape = shapeOf(g)
 		out = append(out, g)
 	}
-	h.twice = twice
+	h.file.twice = twice
 	return out
 }
 
 // warn says why the file said nothing, once until the reason changes, and once when it is
 // usable again.
 func (h *Harness) warn(why string) {
-	if why == h.lastWarning {
+	if why == h.file.warning {
 		return
 	}
 	if why != "" {
@@ -229,7 +232,7 @@ func (h *Harness) warn(why string) {
 	} else {
 		h.say(slog.LevelInfo, "", "contributions file readable again")
 	}
-	h.lastWarning = why
+	h.file.warning = why
 }
 
 // shapeOf is the digest of what g asks for but its password. Derived is in it: a provider that

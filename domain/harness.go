@@ -83,74 +83,43 @@ type Harness struct {
 	lease   ports.Lease
 	log     ports.Logger
 
+	// consumers is everything the loop knows of each login.
+	consumers store
+	// file is the contributions file as last read; listedFor is the digest of the file the
+	// consumers' listing was taken from, and watched the files worth watching for it.
+	file      contents
+	listedFor [sha256.Size]byte
+	watched   []string
+
 	verifiedAt time.Time
-	applied    map[string]appliedEntry
-	record     map[string]ports.Managed // the backend's record, as last read and since kept up
-	recordRead bool                     // read since the start, or since the lease was taken
-	acting     bool                     // held the lease on the last pass
-
-	lost      map[string]brake
-	waiting   map[string]int
-	failing   map[string]*repeat
-	refused   map[string]*repeat
-	removing  map[string]*repeat
-	twice     map[string]bool
-	passwords map[string]string
-	secretIdx secretIndex // h.passwords, indexed to scrub in linear time
-	secrets   map[string]secretMemo
-	status    map[string]*Status
-
-	// refusals are the consumers whose create was refused, or asked for what cannot be made:
-	// tried again as their wait runs out, at once when what they ask for changes, or on
-	// RetryNow. retry is RetryNow's request, taken by the next pass.
-	refusals map[string]*refusal
-	retry    atomic.Bool
-	// unasked are the consumers whose check was not answered on the last pass (not made
-	// after a timeout, or timed out itself for the first time this verify round), with how
-	// often their own check timed out this round: the next pass asks them, starting at resume
-	// (a position in the file) where the last one stopped.
-	unasked map[string]int
-	resume  int
-	// uncheckable is, per consumer, the check error last said; shared, per cause many
-	// consumers met in one pass, the line said for all of them.
-	uncheckable map[string]*repeat
-	shared      map[string]*repeat
+	recordRead bool // read since the start, or since the lease was taken
+	acting     bool // held the lease on the last pass
+	retry      atomic.Bool
+	// resume is where the last pass's checks stopped (a position in the file): the next pass
+	// starts there, so that a timeout never leaves the consumers after it unchecked for good.
+	resume int
+	// shared is, per cause many consumers met in one pass, the line said for all of them.
+	shared map[string]*repeat
 	// deferred are the lines of reading the file, said after whether it is readable again.
 	deferred []ports.Entry
 
-	file        contents
-	lastWarning string
-
-	// What a pass reuses from the one before: the listed logins and files to watch (made anew
-	// when the file changes), its items, and the report's views of the consumers (when one
-	// changed).
-	want       map[string]bool
-	wantFor    [sha256.Size]byte
-	watched    []string
+	// What a pass reuses from the one before: its items, and the report's views of the
+	// consumers (made anew when one changed).
 	items      []item
 	itemPtrs   []*item
 	viewStates map[string]State
 	viewStatus []Status
-	dirty      bool
 
-	// changes counts changes to what is listed, applied or recorded; noneLeaving is its value
-	// when leaving last found nobody to withdraw, which holds until it changes or nextDrop.
-	changes, noneLeaving int
-	nextDrop             time.Time
-	server               repeat // the backend's problem as a whole, while it lasts
-	mass                 bool   // a mass withdrawal is being held, and was said
-	peak                 peaks  // the most consumers managed within the last hour
-	// seenWithdrawn is when this process first saw each recorded consumer withdrawn: a
-	// drop waits DropAfter from no earlier than that, whatever the record says.
-	seenWithdrawn map[string]time.Time
+	// noneLeaving is consumers.changes when the last look found nobody leaving, which holds
+	// until it changes or nextDrop.
+	noneLeaving int
+	nextDrop    time.Time
+	server      repeat // the backend's problem as a whole, while it lasts
+	mass        bool   // a mass withdrawal is being held, and was said
+	peak        peaks  // the most consumers managed within the last hour
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
-}
-
-type appliedEntry struct {
-	hash    [sha256.Size]byte
-	derived map[string]any
 }
 
 // New returns a loop that reads through fs, takes time from clk, provisions through backend and
@@ -173,32 +142,30 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 	}
 	cfg.Parallel = max(cfg.Parallel, 1)
 	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
+	h.consumers = newStore()
 	h.forgetAll()
-	h.twice = map[string]bool{}
-	h.seenWithdrawn = map[string]time.Time{}
 	h.step() // a loop that never gets going is stuck from its start
 	return h
 }
 
 // forgetAll drops what the loop remembers of the backend and of each consumer: it is read
-// again from the backend.
+// again from the backend. When each consumer was first seen withdrawn stays: a drop's delay is
+// never shortened by reading the record again.
 func (h *Harness) forgetAll() {
-	h.verifiedAt = time.Time{}
-	h.applied = map[string]appliedEntry{}
-	h.record, h.recordRead = map[string]ports.Managed{}, false
-	h.changes++
-	h.lost = map[string]brake{}
-	h.waiting = map[string]int{}
-	h.failing = map[string]*repeat{}
-	h.refused = map[string]*repeat{}
-	h.removing = map[string]*repeat{}
-	h.passwords, h.secretIdx = map[string]string{}, secretIndex{}
-	h.secrets = map[string]secretMemo{}
-	h.status = map[string]*Status{}
-	h.refusals = map[string]*refusal{}
-	h.unasked, h.resume = map[string]int{}, 0
-	h.uncheckable, h.shared = map[string]*repeat{}, map[string]*repeat{}
-	h.want, h.dirty = nil, true
+	for as, c := range h.consumers.by {
+		if c.seenWithdrawn.IsZero() {
+			h.consumers.forget(c)
+			continue
+		}
+		h.consumers.by[as] = &consumer{as: as, seenWithdrawn: c.seenWithdrawn}
+		h.consumers.setPassword(c, "")
+	}
+	h.consumers.changes++
+	h.consumers.dirty = true
+	h.verifiedAt, h.recordRead = time.Time{}, false
+	h.resume, h.shared = 0, map[string]*repeat{}
+	h.listedFor = [sha256.Size]byte{}
+	h.watched = nil
 }
 
 // RetryNow has the next pass try at once every consumer whose create was refused or asked for

@@ -8,12 +8,16 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// leading reports whether this replica holds the lease and may act. A replica that takes the
+// The lease and the backend's record: a pass that may act asks the lease first, and reads the
+// record (which is also the check of the backend as a whole) before it asks anything of a
+// consumer.
+
+// askLease asks whether this replica holds the lease, and answers whether it may act. A replica that takes the
 // lease forgets what it remembered of the backend: another replica may have acted meanwhile,
 // and the backend's record says what is managed now.
 //
 // A lease that cannot be asked for is the backend's problem, said as readRecord says one.
-func (h *Harness) leading(ctx context.Context, r *Report) bool {
+func (h *Harness) askLease(ctx context.Context, r *Report) bool {
 	if h.lease == nil {
 		return true
 	}
@@ -55,24 +59,15 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 		h.say(slog.LevelInfo, "", "the backend can be used again (it was: %s)", h.server.text)
 		h.server = repeat{}
 	}
-	record := make(map[string]ports.Managed, len(managed))
-	for _, m := range managed {
-		record[m.As] = m
-	}
-	for as := range h.seenWithdrawn {
-		if !record[as].Withdrawn {
-			delete(h.seenWithdrawn, as) // back, or gone: a later withdrawal counts afresh
-		}
-	}
-	h.record, h.recordRead = record, true
-	h.changes++
+	h.consumers.recordIs(managed)
+	h.recordRead = true
 	return true
 }
 
 // serverProblem records and says, once until it changes and every loudlyEvery-th pass it lasts,
 // why the backend as a whole cannot be used.
 func (h *Harness) serverProblem(err error, r *Report) {
-	text := h.scrubbed("", err)
+	text := h.scrubbed(nil, err)
 	r.ServerProblem = text
 	if h.server.again(text) {
 		consequence := "nothing is created, checked or withdrawn until this is resolved"

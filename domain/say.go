@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -47,13 +48,17 @@ func (h *Harness) later(level slog.Level, consumer, format string, args ...any) 
 
 // scrubbed is an error's text with every password the loop knows removed: an error from the
 // backend may quote what it was given, and it may name another consumer's password as well as
-// its own. The consumer as's own password goes first, as the spec scrubs it, then the others
+// its own. The consumer c's own password goes first, as the spec scrubs it, then the others
 // the text holds, longest first and then in byte order, so that a text is scrubbed the same way
 // on every pass (and an unchanged failure is not said again for it). It costs the text's length
-// times the number of distinct password lengths, not the number of consumers. as may be empty.
-func (h *Harness) scrubbed(as string, err error) string {
-	text := scrub(err.Error(), h.passwords[as])
-	for _, form := range h.secretIdx.in(text) {
+// times the number of distinct password lengths, not the number of consumers. c may be nil.
+func (h *Harness) scrubbed(c *consumer, err error) string {
+	own := ""
+	if c != nil {
+		own = c.password
+	}
+	text := scrub(err.Error(), own)
+	for _, form := range h.consumers.secrets.in(text) {
 		text = strings.ReplaceAll(text, form, "***")
 	}
 	return text
@@ -78,3 +83,96 @@ func (h *Harness) retrying(daemon string) string {
 	}
 	return daemon
 }
+
+// sharedCause is a reason several consumers could not be checked in one pass: said once for
+// all of them, as a problem of the backend.
+type sharedCause struct {
+	text   string
+	logins []string
+	said   bool
+}
+
+// sharedCauses are the reasons more than one consumer could not be checked this pass, by the
+// text of their innermost error. What was said of a cause no consumer met this pass is
+// forgotten: it is said again should it come back.
+func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
+	var byCause map[string]*sharedCause
+	for _, it := range items {
+		if !it.asked || it.checked.Err == nil || !it.usable() {
+			continue
+		}
+		if byCause == nil {
+			byCause = map[string]*sharedCause{}
+		}
+		c := cause(it.checked.Err)
+		s := byCause[c]
+		if s == nil {
+			s = &sharedCause{text: h.scrubbed(nil, errors.New(c))}
+			byCause[c] = s
+		}
+		s.logins = append(s.logins, it.c.as)
+	}
+	met := make(map[string]bool, len(byCause))
+	for c, s := range byCause {
+		if len(s.logins) < 2 {
+			delete(byCause, c)
+			continue
+		}
+		met[s.text] = true
+	}
+	for text := range h.shared {
+		if !met[text] {
+			delete(h.shared, text)
+		}
+	}
+	return byCause
+}
+
+// sayShared says, the first time in a pass, that the consumers of s could not be checked:
+// when the cause is new, and while it lasts, every loudlyEvery-th pass.
+func (h *Harness) sayShared(s *sharedCause) {
+	if s.said {
+		return
+	}
+	s.said = true
+	rep := h.shared[s.text]
+	if rep == nil {
+		rep = &repeat{}
+		h.shared[s.text] = rep
+	}
+	if !rep.again(s.text) {
+		return
+	}
+	who := strings.Join(s.logins[:min(3, len(s.logins))], ", ")
+	if len(s.logins) > 3 {
+		who += ", ..."
+	}
+	h.say(slog.LevelWarn, "", "could not check the backend for %d consumers (%s)%s: %s", len(s.logins), who,
+		h.retrying(", will ask again"), s.text)
+}
+
+// cause is the text of the innermost error of err that its text ends with: what a wrapper that
+// names the consumer ("check letta: ...") says of, and what consumers that met the same
+// problem share.
+func cause(err error) string {
+	for {
+		var next []error
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			next = []error{u.Unwrap()}
+		case interface{ Unwrap() []error }:
+			next = u.Unwrap()
+		}
+		text, found := err.Error(), false
+		for _, n := range next {
+			if n != nil && n.Error() != "" && strings.HasSuffix(text, n.Error()) {
+				err, found = n, true
+				break
+			}
+		}
+		if !found {
+			return text
+		}
+	}
+}
+

@@ -96,24 +96,3 @@ func (x *secretIndex) in(text string) []string {
 	})
 	return found
 }
-
-// setPassword remembers as's password, to scrub it from what is said.
-func (h *Harness) setPassword(as, pw string) {
-	old, had := h.passwords[as]
-	if had && old == pw {
-		return
-	}
-	if had {
-		h.secretIdx.remove(old)
-	}
-	h.passwords[as] = pw
-	h.secretIdx.add(pw)
-}
-
-// dropPassword forgets as's password.
-func (h *Harness) dropPassword(as string) {
-	if pw, had := h.passwords[as]; had {
-		h.secretIdx.remove(pw)
-		delete(h.passwords, as)
-	}
-}

@@ -16,15 +16,15 @@ var maxSecret int64 = 1 << 10
 // readSecret answers the consumer's password. unreadable is why the secret could not be read
 // (it may not be written yet: the loop waits); refused is why what it holds cannot be a
 // password (the loop says so and provisions nothing).
-func (h *Harness) readSecret(as, path string) (password string, unreadable, refused error) {
-	if m, ok := h.secrets[as]; ok && m.path == path && m.id.ctime != 0 {
+func (h *Harness) readSecret(c *consumer, path string) (password string, unreadable, refused error) {
+	if m := c.memo; m.path == path && m.id.ctime != 0 {
 		// Known, and unchanged since it was read: one stat, not a read. The change time
 		// moves with every write, so a secret rewritten to the same size and time is seen.
 		if fi, err := h.fs.Stat(path); err == nil && idOf(fi) == m.id {
 			return m.password, nil, nil
 		}
 	}
-	delete(h.secrets, as)
+	c.memo = secretMemo{}
 	raw, id, err := h.readStable(path, maxSecret+1) // and its newline
 	var large errTooLarge
 	switch {
@@ -43,7 +43,7 @@ func (h *Harness) readSecret(as, path string) (password string, unreadable, refu
 		// Made and not written yet, most likely: waited for like a secret not there yet.
 		return "", errors.New("it is empty"), nil
 	}
-	h.secrets[as] = secretMemo{path: path, id: id, password: pw}
+	c.memo = secretMemo{path: path, id: id, password: pw}
 	return pw, nil, nil
 }
 
@@ -59,9 +59,9 @@ type secretMemo struct {
 
 // secretUnreadable counts a pass on which g's secret could not be read and says so: patiently
 // at first (the host may write it after the contributions file), then loudly, then rarely.
-func (h *Harness) secretUnreadable(g contribution, err error) {
-	n := h.waiting[g.As] + 1
-	h.waiting[g.As] = n
+func (h *Harness) secretUnreadable(c *consumer, g contribution, err error) {
+	c.waiting++
+	n := c.waiting
 	switch {
 	case n <= patiently:
 		h.say(slog.LevelInfo, g.As, "%s: secret not readable yet (%s): %v", g.As, g.Secret, err)
@@ -74,15 +74,10 @@ func (h *Harness) secretUnreadable(g contribution, err error) {
 
 // secretRefused says, the first time and then rarely, that g's secret holds what cannot be a
 // password.
-func (h *Harness) secretRefused(g contribution, err error) string {
+func (h *Harness) secretRefused(c *consumer, g contribution, err error) string {
 	text := fmt.Sprintf("%s: secret refused (%s): %v; nothing is provisioned for this consumer until it holds a password",
 		g.As, g.Secret, err)
-	r := h.refused[g.As]
-	if r == nil {
-		r = &repeat{}
-		h.refused[g.As] = r
-	}
-	if r.again(text) {
+	if again(&c.refusedSecret, text) {
 		h.say(slog.LevelError, g.As, "%s", text)
 	}
 	return text

@@ -1,0 +1,192 @@
+package domain
+
+import (
+	"crypto/sha256"
+	"time"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// consumer is everything the loop knows of one login: listed in the file, applied by this
+// process, in the backend's record, or on its way out. What it knows of the backend is a cache
+// of what the backend said.
+type consumer struct {
+	as string
+
+	// listed is whether the file lists it now.
+	listed bool
+	// applied is whether this process applied it (or confirmed it held), as hash asks.
+	applied bool
+	hash    [sha256.Size]byte
+	// record is the backend's record of it, where recorded is set; seenWithdrawn is when this
+	// process first saw it withdrawn: its drop waits DropAfter from no earlier than that.
+	record        ports.Managed
+	recorded      bool
+	seenWithdrawn time.Time
+
+	// Its secret: password (known to the scrub), memo (as last read), waiting (passes it
+	// could not be read in a row), refusedSecret (what was said of a secret that cannot be a
+	// password).
+	password      string
+	memo          secretMemo
+	waiting       int
+	refusedSecret *repeat
+
+	// What its creates and checks met: lost (the brake), failing (a create that fails),
+	// refusal (the wait of a create refused or invalid), unasked (a check left unanswered,
+	// with its own timeouts this verify round), uncheckable (the check error last said).
+	lost        brake
+	failing     *repeat
+	refusal     *refusal
+	unasked     int
+	isUnasked   bool
+	uncheckable *repeat
+	// removing is its withdrawal or drop under way: said once, and its failures.
+	removing *repeat
+
+	// status is what the Report says of it while it is listed.
+	status *Status
+}
+
+// managed is whether it counts as one the provider manages: applied, or recorded and active.
+func (c *consumer) managed() bool { return c.applied || c.recorded && !c.record.Withdrawn }
+
+// unlisted forgets what the loop counted for a consumer the file no longer lists. What was
+// applied or recorded stays until it is withdrawn; so does its password, to scrub it.
+func (c *consumer) unlisted() {
+	c.listed = false
+	c.memo, c.waiting, c.refusedSecret = secretMemo{}, 0, nil
+	c.failing, c.refusal, c.unasked, c.isUnasked, c.uncheckable = nil, nil, 0, false, nil
+	c.status = nil
+}
+
+// store is the loop's consumers, by login, and what a change to them invalidates.
+type store struct {
+	by map[string]*consumer
+	// secrets indexes every password known, to scrub them in linear time.
+	secrets secretIndex
+	// changes counts changes to what is listed, applied or recorded: what decides who is
+	// leaving. dirty is a change to a listed consumer's status: the Report's views are made
+	// anew.
+	changes int
+	dirty   bool
+}
+
+func newStore() store { return store{by: map[string]*consumer{}, changes: 1, dirty: true} }
+
+// of is the consumer as, made if the loop knew nothing of it.
+func (s *store) of(as string) *consumer {
+	c := s.by[as]
+	if c == nil {
+		c = &consumer{as: as}
+		s.by[as] = c
+	}
+	return c
+}
+
+// get is the consumer as, nil if the loop knows nothing of it.
+func (s *store) get(as string) *consumer { return s.by[as] }
+
+// forget drops all the loop knows of c.
+func (s *store) forget(c *consumer) {
+	s.setPassword(c, "")
+	delete(s.by, c.as)
+	s.changes++
+}
+
+// forgetIfIdle forgets c where nothing of it is listed, applied or recorded.
+func (s *store) forgetIfIdle(c *consumer) {
+	if !c.listed && !c.applied && !c.recorded && c.removing == nil {
+		s.forget(c)
+	}
+}
+
+// list marks who the file lists now; those it stopped listing are unlisted, and forgotten
+// where nothing of them is applied or recorded.
+func (s *store) list(given []contribution) {
+	for _, g := range given {
+		s.of(g.As).listed = true
+	}
+	listed := make(map[string]bool, len(given))
+	for _, g := range given {
+		listed[g.As] = true
+	}
+	for as, c := range s.by {
+		if c.listed && !listed[as] {
+			c.unlisted()
+			if !c.applied {
+				s.setPassword(c, "")
+			}
+			s.forgetIfIdle(c)
+		}
+	}
+	s.changes++
+	s.dirty = true
+}
+
+// applied marks c applied as hash asks, and, where made, recorded and active.
+func (s *store) applied(c *consumer, hash [sha256.Size]byte, made bool) {
+	c.applied, c.hash = true, hash
+	if made {
+		c.record, c.recorded = ports.Managed{As: c.as}, true
+		c.removing = nil
+	}
+	s.changes++
+}
+
+// withdrawn marks c withdrawn at now: its login gone, its data kept.
+func (s *store) withdrawn(c *consumer, now time.Time) {
+	c.applied, c.lost, c.removing = false, brake{}, nil
+	c.record, c.recorded = ports.Managed{As: c.as, Withdrawn: true, Since: now}, true
+	c.seenWithdrawn = now
+	s.setPassword(c, "")
+	s.changes++
+}
+
+// dropped forgets c: nothing of it is left on the backend.
+func (s *store) dropped(c *consumer) { s.forget(c) }
+
+// recordIs takes the backend's record as what it manages now.
+func (s *store) recordIs(managed []ports.Managed) {
+	inRecord := make(map[string]bool, len(managed))
+	for _, m := range managed {
+		c := s.of(m.As)
+		if !m.Withdrawn {
+			c.seenWithdrawn = time.Time{} // back: a later withdrawal counts afresh
+		}
+		c.record, c.recorded = m, true
+		inRecord[m.As] = true
+	}
+	for as, c := range s.by {
+		if !inRecord[as] && c.recorded {
+			c.record, c.recorded, c.seenWithdrawn = ports.Managed{}, false, time.Time{}
+			s.forgetIfIdle(c)
+		}
+	}
+	s.changes++
+}
+
+// setPassword remembers c's password, to scrub it from what is said; "" forgets it.
+func (s *store) setPassword(c *consumer, pw string) {
+	if c.password == pw {
+		return
+	}
+	if c.password != "" {
+		s.secrets.remove(c.password)
+	}
+	c.password = pw
+	if pw != "" {
+		s.secrets.add(pw)
+	}
+}
+
+// count is how many consumers the provider manages, as far as the loop knows.
+func (s *store) count() int {
+	n := 0
+	for _, c := range s.by {
+		if c.managed() {
+			n++
+		}
+	}
+	return n
+}

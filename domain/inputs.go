@@ -1,0 +1,86 @@
+package domain
+
+import (
+	"crypto/sha256"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// takeListing marks who the file lists, and the files worth watching. Both change only when
+// the file does; so does what the loop forgets of consumers that left it.
+func (h *Harness) takeListing(given []contribution) {
+	if h.watched != nil && h.listedFor == h.file.digest {
+		return
+	}
+	watched := make([]string, 0, len(given)+1)
+	watched = append(watched, h.cfg.Receives)
+	for _, g := range given {
+		watched = append(watched, g.Secret)
+	}
+	h.consumers.list(given)
+	h.listedFor, h.watched = h.file.digest, watched
+}
+
+// readSecrets reads each listed consumer's secret and makes what it asks for. The items are
+// the pass's own, in memory reused from the pass before.
+func (h *Harness) readSecrets(given []contribution) []*item {
+	if cap(h.items) < len(given) {
+		h.items, h.itemPtrs = make([]item, len(given)), make([]*item, len(given))
+	}
+	items := h.itemPtrs[:len(given)]
+	for i, g := range given {
+		it := &h.items[i]
+		c := h.consumers.of(g.As)
+		*it = item{c: c, g: g, index: i}
+		items[i] = it
+		pw, unreadable, refused := h.readSecret(c, g.Secret)
+		if unreadable != nil || refused != nil {
+			it.unreadable, it.refused = unreadable, refused
+			continue
+		}
+		c.waiting, c.refusedSecret = 0, nil // a refusal that comes back after a usable secret is said again
+		h.consumers.setPassword(c, pw)
+		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Consumer: g.Node}
+		it.hash = fingerprint(c, g, pw)
+	}
+	return items
+}
+
+// fingerprint is what g asks for under password pw, as a digest, so the loop's memory keeps no
+// password in it. It is kept with c's secret, and made again only when the password or what g
+// asks for changed.
+func fingerprint(c *consumer, g contribution, pw string) [sha256.Size]byte {
+	m := &c.memo
+	if m.password == pw && m.shape == g.shape && m.hashed {
+		return m.hash
+	}
+	sum := sha256.New()
+	sum.Write(g.shape[:])
+	sum.Write([]byte(pw))
+	var hash [sha256.Size]byte
+	sum.Sum(hash[:0])
+	if m.password == pw {
+		m.shape, m.hash, m.hashed = g.shape, hash, true
+	}
+	return hash
+}
+
+// anyChanged is whether some consumer is not applied as it now asks to be.
+func anyChanged(items []*item) bool {
+	for _, it := range items {
+		if it.usable() && (!it.c.applied || it.c.hash != it.hash) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyUnasked is whether some consumer's check went unanswered on the last pass.
+func anyUnasked(items []*item) bool {
+	for _, it := range items {
+		if it.c.isUnasked {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+package domain
+
+import (
+	"crypto/sha256"
+	"sort"
+	"time"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// action is what a pass asks of the backend for one consumer.
+type action int
+
+const (
+	// nothing: unchanged and not due a check, or its secret cannot be used.
+	nothing action = iota
+	// create: new or changed.
+	create
+	// check: applied and due a check; applied again if not held.
+	check
+	// confirm: not applied by this process, but recorded as managed and active (made before
+	// a restart, or by another replica): checked first, and created only if not held.
+	confirm
+	// withdraw: no longer listed; its login is taken away, its data kept.
+	withdraw
+	// drop: no longer listed, and withdrawn for DropAfter (or the drop policy without a
+	// delay): everything it had is dropped.
+	drop
+)
+
+// item is one consumer's part in a pass: listed (g is its entry) or leaving.
+type item struct {
+	c          *consumer
+	g          contribution
+	p          ports.Provision
+	hash       [sha256.Size]byte
+	unreadable error // its secret could not be read
+	refused    error // its secret cannot be a password
+
+	index     int // its position in the file
+	act       action
+	continued bool          // a check the last pass did not get an answer to
+	asked     bool          // a check was made; its answer counts
+	notAsked  bool          // a check was planned and not made (an earlier one timed out, or a stop)
+	checked   ports.Checked // a check's answer
+	called    bool          // the backend was called for it: Create, Remove or Drop
+	err       error         // Create's, Remove's or Drop's error
+	brake     brake         // what the consumer's brake was when the pass began
+	timedOut  bool
+
+	// A leaving consumer's: active is whether its login still works; since is when it was
+	// withdrawn.
+	active bool
+	since  time.Time
+}
+
+// usable is whether its secret could be read and can be a password.
+func (it *item) usable() bool { return it.unreadable == nil && it.refused == nil }
+
+// plan decides what to ask of the backend for each listed consumer.
+func (h *Harness) plan(items []*item, verifying bool) {
+	now := h.clock.Now()
+	for _, it := range items {
+		c := it.c
+		if !it.usable() {
+			c.isUnasked, c.unasked = false, 0
+			continue
+		}
+		it.brake = c.lost
+		if c.refusal != nil && c.refusal.hash != it.hash {
+			c.refusal = nil // what it asks for changed: tried at once
+		}
+		switch {
+		case c.applied && c.hash == it.hash:
+			if (verifying || c.isUnasked) && !now.Before(c.lost.nextAt) {
+				it.act, it.continued = check, !verifying
+			}
+		case c.refusal != nil && now.Before(c.refusal.nextAt):
+			// Refused, or asking for what cannot be made: not asked again before its wait is over.
+		case !c.applied && c.recorded && !c.record.Withdrawn:
+			it.act = confirm
+		default:
+			it.act = create
+		}
+		if it.act != check && it.act != confirm {
+			c.isUnasked, c.unasked = false, 0 // braked, changed or backing off: no longer a check to continue
+		}
+	}
+}
+
+// planLeaving is every consumer the file no longer lists that is to be withdrawn or dropped:
+// what this process applied, and what the backend's record says is managed, whoever applied
+// it. With the drop policy, a consumer withdrawn for DropAfter is dropped. By login.
+func (h *Harness) planLeaving() []*item {
+	now := h.clock.Now()
+	if h.noneLeaving == h.consumers.changes && now.Before(h.nextDrop) {
+		return nil // nothing listed, applied or recorded changed since nobody was leaving
+	}
+	h.nextDrop = now.Add(maxBackoff)
+	dropAtOnce := h.cfg.OnWithdraw == Drop && h.cfg.DropAfter == 0
+	var out []*item
+	for _, c := range h.consumers.by {
+		if c.listed {
+			continue
+		}
+		switch {
+		case c.managed():
+			it := &item{c: c, act: withdraw, active: true}
+			if dropAtOnce {
+				it.act = drop
+			}
+			out = append(out, it)
+		case !c.recorded || h.cfg.OnWithdraw != Drop || c.record.Since.IsZero():
+		default:
+			switch due := h.dropDue(c); {
+			case !now.Before(due):
+				out = append(out, &item{c: c, act: drop, since: c.record.Since})
+			case due.Before(h.nextDrop):
+				h.nextDrop = due
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].c.as < out[j].c.as })
+	h.noneLeaving = -1
+	if len(out) == 0 {
+		h.noneLeaving = h.consumers.changes
+	}
+	return out
+}
+
+// dropDue is when a withdrawn consumer is dropped: DropAfter from the later of what its
+// record says and when this process first saw it withdrawn. A record is not trusted to shorten
+// the delay: anyone allowed to write it could date it back.
+func (h *Harness) dropDue(c *consumer) time.Time {
+	if c.seenWithdrawn.IsZero() {
+		c.seenWithdrawn = h.clock.Now()
+	}
+	from := c.seenWithdrawn
+	if c.record.Since.After(from) {
+		from = c.record.Since
+	}
+	return from.Add(h.cfg.DropAfter)
+}

@@ -1,0 +1,121 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// run asks the backend what the plan says of the listed consumers: the creates first, then
+// every check in one batch, then the creates of what the checks found lost. Every answer
+// counts. The backend stops checking after a check that timed out; the checks it did not make,
+// and the one that timed out (once), are asked on the next pass, which starts where this one
+// stopped, so that a timeout never leaves the consumers after it unchecked for good.
+func (h *Harness) run(ctx context.Context, items []*item) {
+	h.creates(ctx, items, func(it *item) bool { return it.act == create })
+
+	var checks []*item
+	for _, it := range items {
+		if it.act == check || it.act == confirm {
+			checks = append(checks, it)
+		}
+	}
+	if len(checks) == 0 {
+		return
+	}
+	// Where the last pass stopped first, then the rest in the file's order.
+	at, _ := slices.BinarySearchFunc(checks, h.resume, func(it *item, i int) int { return it.index - i })
+	checks = append(checks[at:len(checks):len(checks)], checks[:at]...)
+	ps := make([]ports.Provision, len(checks))
+	for i, it := range checks {
+		ps[i] = it.p
+	}
+	answers := h.backend.HoldsAll(ctx, ps, h.cfg.HoldsTimeout)
+	h.step()
+	h.resume = 0
+	stopped := false
+	for i, it := range checks {
+		it.checked = answers[i]
+		err := it.checked.Err
+		switch {
+		case err != nil && (errors.Is(err, ports.ErrNotAsked) || ctx.Err() != nil):
+			it.notAsked = true
+			if !stopped {
+				stopped, h.resume = true, it.index
+			}
+		default:
+			it.asked, it.timedOut = true, errors.Is(err, context.DeadlineExceeded)
+		}
+		c := it.c
+		timeouts := c.unasked // its own, this verify round
+		if !it.continued {
+			timeouts = 0
+		}
+		c.isUnasked, c.unasked = false, 0
+		switch {
+		case it.notAsked:
+			c.isUnasked, c.unasked = true, timeouts
+		case it.timedOut && timeouts == 0:
+			c.isUnasked, c.unasked = true, 1 // asked once more; a check that keeps timing out waits for the next round
+		}
+	}
+	h.creates(ctx, items, func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
+}
+
+// creates calls Create for each item that which picks.
+func (h *Harness) creates(ctx context.Context, items []*item, which func(*item) bool) {
+	h.call(ctx, items, which, func(it *item) {
+		it.err = h.backend.Create(ctx, it.p)
+	})
+}
+
+// removals calls Remove or Drop for each leaving consumer.
+func (h *Harness) removals(ctx context.Context, leaving []*item) {
+	h.call(ctx, leaving, func(*item) bool { return true }, func(it *item) {
+		if it.act == drop {
+			it.err = h.backend.Drop(ctx, it.c.as, nil)
+		} else {
+			it.err = h.backend.Remove(ctx, it.c.as, nil)
+		}
+	})
+}
+
+// call is the pass's one runner: fn for each item that which picks, at most Config.Parallel
+// at once, returning when all have. What a stop (ctx ending) finds not started is left as it
+// is, and not said.
+func (h *Harness) call(ctx context.Context, items []*item, which func(*item) bool, fn func(*item)) {
+	var picked []*item
+	for _, it := range items {
+		if which(it) {
+			picked = append(picked, it)
+		}
+	}
+	one := func(it *item) {
+		if ctx.Err() != nil {
+			return
+		}
+		it.called = true
+		fn(it)
+		h.step()
+	}
+	if h.cfg.Parallel <= 1 || len(picked) <= 1 {
+		for _, it := range picked {
+			one(it)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, h.cfg.Parallel)
+	for _, it := range picked {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			one(it)
+		}()
+	}
+	wg.Wait()
+}

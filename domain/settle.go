@@ -1,0 +1,222 @@
+package domain
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// settle walks the listed consumers in the file's order and records and says what the run
+// found.
+func (h *Harness) settle(items []*item, r *Report) {
+	shared := h.sharedCauses(items)
+	for _, it := range items {
+		c := it.c
+		switch {
+		case h.settleSecret(it):
+		case it.act == nothing:
+			h.setState(c, h.state(c), "")
+		case it.act == create:
+			h.settleCreate(it, 0, r)
+		case !it.asked:
+			// Not asked (an earlier check timed out, or a stop): unchecked, and asked next pass.
+			if it.notAsked {
+				r.Unchecked++
+			}
+			h.setState(c, h.stateOrUnchecked(c), "")
+		case it.checked.Err != nil:
+			// Unable to ask is not evidence of loss.
+			r.Unchecked++
+			r.CheckErrors++
+			text := h.scrubbed(c, it.checked.Err)
+			if s := shared[cause(it.checked.Err)]; s != nil {
+				h.sayShared(s)
+			} else if again(&c.uncheckable, text) {
+				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), text)
+			}
+			h.setState(c, h.stateOrUnchecked(c), text)
+		default:
+			c.uncheckable = nil
+			h.settleCheck(it, r)
+		}
+	}
+	r.Consumers, r.Status = h.views(items)
+}
+
+// settleCheck records a check's answer: held releases the brake; not held was applied again.
+func (h *Harness) settleCheck(it *item, r *Report) {
+	c := it.c
+	st := h.statusOf(c)
+	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
+	if it.checked.Held {
+		st.Drift = nil
+		c.lost = brake{}
+		if it.act == confirm {
+			h.consumers.applied(c, it.hash, false)
+		}
+		h.setState(c, h.state(c), "")
+		return
+	}
+	st.Drift = it.checked.Drift
+	if !it.called {
+		// Not held, and not applied again: the pass was stopped first.
+		h.setState(c, h.stateOrUnchecked(c), "")
+		return
+	}
+	if it.act == confirm {
+		// Made before this process started (or by another replica), and not as asked now: a
+		// create like any other.
+		h.settleCreate(it, 0, r)
+		return
+	}
+	reapplying := it.brake.times + 1
+	if reapplying == 1 {
+		h.say(slog.LevelWarn, c.as, "%s: the backend no longer holds it; applying again", c.as)
+	} else {
+		h.say(slog.LevelWarn, c.as, "%s: still not held after being applied again (%d times in a row) — create does not "+
+			"produce what holds checks; applying again", c.as, reapplying)
+	}
+	if len(it.checked.Drift) > 0 {
+		h.say(slog.LevelWarn, c.as, "%s: what drifted: %s", c.as, strings.Join(it.checked.Drift, ", "))
+	}
+	h.settleCreate(it, reapplying, r)
+}
+
+// settleCreate records a create, of a new or changed consumer (reapplying 0) or of one the
+// backend lost for the reapplying-th time in a row.
+func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
+	c := it.c
+	if !it.called {
+		// The pass was stopped before it: left as it was, for the next start.
+		h.setState(c, h.stateOrUnchecked(c), "")
+		return
+	}
+	if it.err != nil {
+		r.Failures++
+		text := h.createFailed(c, it.err)
+		switch {
+		case reapplying > 0:
+			// The brake keeps its count: the next check may apply again at once.
+			c.lost = brake{times: reapplying - 1}
+		case errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid):
+			h.backOff(it)
+		default:
+			c.refusal = nil // transient: tried again next pass
+		}
+		h.setState(c, StateFailing, text)
+		return
+	}
+	c.refusal = nil
+	if c.failing != nil {
+		h.say(slog.LevelInfo, c.as, "%s: created, after %d failed attempt(s)", c.as, c.failing.times)
+		c.failing = nil
+	}
+	h.consumers.applied(c, it.hash, true)
+	if reapplying == 0 {
+		r.Created++
+		c.lost = brake{}
+		h.setState(c, StateApplied, "")
+		return
+	}
+	r.Reapplied++
+	wait := backoff(h.cfg.VerifyEvery, reapplying)
+	c.lost = brake{times: reapplying, nextAt: h.clock.Now().Add(wait)}
+	if reapplying > 1 {
+		h.say(slog.LevelWarn, c.as, "%s: next check in %s", c.as, wait.Round(time.Second))
+	}
+	h.setState(c, StateBraked, "")
+}
+
+// createFailed says a failed create the first time, and while it fails the same way, every
+// loudlyEvery-th time; a different error starts the count again. It answers the error's text.
+func (h *Harness) createFailed(c *consumer, err error) string {
+	text := h.scrubbed(c, err)
+	if again(&c.failing, text) {
+		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
+	}
+	return text
+}
+
+// backOff spaces out the creates of a consumer that was refused, or asks for what cannot be
+// made: the next try waits Every, doubled per refusal in a row, at most maxRefusedWait. Its
+// line is said as any failed create's (the first time, then every loudlyEvery-th).
+func (h *Harness) backOff(it *item) {
+	b := it.c.refusal
+	if b == nil || b.hash != it.hash {
+		b = &refusal{hash: it.hash}
+		it.c.refusal = b
+	}
+	b.times++
+	b.nextAt = h.clock.Now().Add(refusedWait(h.cfg.Every, b.times))
+}
+
+// settleUnchecked records a pass in which the backend could not be used: consumers it would
+// have been asked about are unchecked; those whose secrets cannot be used are said as always.
+func (h *Harness) settleUnchecked(items []*item, r *Report) {
+	for _, it := range items {
+		if !h.settleSecret(it) {
+			r.Unchecked++
+			h.setState(it.c, h.stateOrUnchecked(it.c), r.ServerProblem)
+		}
+	}
+	r.Consumers, r.Status = h.views(items)
+}
+
+// settleSecret records and says a consumer whose secret cannot be used, and reports whether
+// that was so.
+func (h *Harness) settleSecret(it *item) bool {
+	switch {
+	case it.unreadable != nil:
+		h.secretUnreadable(it.c, it.g, it.unreadable)
+		h.setState(it.c, StateWaitingForSecret, "")
+	case it.refused != nil:
+		h.setState(it.c, StateFailing, h.secretRefused(it.c, it.g, it.refused))
+	default:
+		return false
+	}
+	return true
+}
+
+// settleLeaving records and says each withdrawal and drop: failures the first time and every
+// loudlyEvery-th, and tried again next pass.
+func (h *Harness) settleLeaving(leaving []*item, r *Report) {
+	for _, it := range leaving {
+		c := it.c
+		if !it.called {
+			continue // a stop came first
+		}
+		if it.err != nil {
+			r.Failures++
+			verb := "remove"
+			if !it.active {
+				verb = "drop"
+			}
+			text := h.scrubbed(c, it.err)
+			if c.removing.again(text) {
+				h.say(slog.LevelWarn, c.as, "%s: %s failed%s: %s", c.as, verb, h.retrying(", will retry"), text)
+			}
+			continue
+		}
+		if it.active {
+			r.Withdrawn++
+		}
+		if it.act == drop {
+			r.Dropped++
+			h.consumers.dropped(c)
+			continue
+		}
+		h.consumers.withdrawn(c, h.clock.Now())
+	}
+}
+
+// again counts text once more in *r, made at the first, and reports whether this time is one
+// to say.
+func again(r **repeat, text string) bool {
+	if *r == nil {
+		*r = &repeat{}
+	}
+	return (*r).again(text)
+}

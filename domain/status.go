@@ -1,0 +1,118 @@
+package domain
+
+import (
+	"sort"
+	"time"
+)
+
+// state is what the loop knows of an applied consumer it did not touch this pass.
+func (h *Harness) state(c *consumer) State {
+	switch {
+	case c.failing != nil:
+		return StateFailing
+	case c.lost.times > 0:
+		return StateBraked
+	}
+	return StateApplied
+}
+
+// stateOrUnchecked is state for a consumer this process applied, and unchecked for one it has
+// not yet.
+func (h *Harness) stateOrUnchecked(c *consumer) State {
+	switch {
+	case c.applied:
+		return h.state(c)
+	case c.failing != nil:
+		return StateFailing
+	}
+	return StateUnchecked
+}
+
+func (h *Harness) statusOf(c *consumer) *Status {
+	if c.status == nil {
+		c.status = &Status{As: c.as}
+	}
+	return c.status
+}
+
+// setState records where a consumer stands, since when, its last error, and its next check.
+func (h *Harness) setState(c *consumer, s State, lastError string) {
+	st := h.statusOf(c)
+	was := *st
+	if st.State != s || st.Since.IsZero() {
+		st.State, st.Since = s, h.clock.Now()
+	}
+	if lastError != "" || s == StateApplied || s == StateBraked {
+		st.LastError = lastError
+	}
+	st.NextCheck = time.Time{}
+	if c.applied {
+		st.NextCheck = h.verifiedAt.Add(h.cfg.VerifyEvery)
+		if c.lost.nextAt.After(st.NextCheck) {
+			st.NextCheck = c.lost.nextAt
+		}
+	}
+	if st.State != was.State || st.Since != was.Since || st.LastError != was.LastError || st.NextCheck != was.NextCheck {
+		h.consumers.dirty = true
+	}
+}
+
+// views are the listed consumers' states and statuses for a Report, made anew only where some
+// changed: a Report's maps and slices are never changed once handed out.
+func (h *Harness) views(items []*item) (map[string]State, []Status) {
+	if !h.consumers.dirty && len(h.viewStatus) == len(items) {
+		return h.viewStates, h.viewStatus
+	}
+	states := make(map[string]State, len(items))
+	status := make([]Status, len(items))
+	for i, it := range items {
+		st := h.statusOf(it.c)
+		states[it.c.as], status[i] = st.State, *st
+	}
+	h.viewStates, h.viewStatus, h.consumers.dirty = states, status, false
+	return states, status
+}
+
+// leavingViews is what the loop knows of each consumer the file no longer lists that the
+// backend still holds something of, by login. Nothing while the file has not been read: who
+// is listed is not known.
+func (h *Harness) leavingViews() []Leaving {
+	if h.watched == nil {
+		return nil
+	}
+	var out []Leaving
+	for _, c := range h.consumers.by {
+		if c.listed || !c.managed() && !c.recorded {
+			continue
+		}
+		l := Leaving{As: c.as}
+		switch {
+		case c.removing != nil && c.removing.times > 0:
+			l.State, l.LastError = LeavingFailing, c.removing.text
+		case c.managed() && h.mass:
+			l.State = LeavingHeld
+		case c.managed():
+			l.State = LeavingWaiting
+		default:
+			l.State, l.Since = LeavingWithdrawn, c.record.Since
+		}
+		if c.managed() && h.file.bad == 0 {
+			need, mass := h.cfg.WithdrawSettle, h.mass
+			if mass {
+				need = massFactor * h.cfg.WithdrawSettle
+			}
+			l.WithdrawAt = h.clock.Now().Add(need - h.settled(mass))
+		}
+		if h.cfg.OnWithdraw == Drop {
+			switch {
+			case !c.managed() && !c.record.Since.IsZero():
+				l.DropAt = h.dropDue(c)
+			case c.managed() && !l.WithdrawAt.IsZero():
+				l.DropAt = l.WithdrawAt.Add(h.cfg.DropAfter)
+			}
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].As < out[j].As })
+	return out
+}
