@@ -149,8 +149,7 @@ type Harness struct {
 }
 
 type appliedEntry struct {
-	hash    [sha256.Size]byte
-	derived map[string]any
+	hash [sha256.Size]byte
 }
 
 // New returns a loop that reads through fs, takes time from clk, provisions through backend and

@@ -143,7 +143,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		delete(h.waiting, g.As)
 		delete(h.refused, g.As) // a refusal that comes back after a usable secret is said again
 		h.setPassword(g.As, pw)
-		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Consumer: g.Node}
+		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Node: g.Node}
 		it.hash = h.hashOf(g, pw)
 	}
 	return items
@@ -475,7 +475,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		st.Drift, h.dirty = nil, true
 		delete(h.lost, as)
 		if it.act == confirm {
-			h.applied[as] = appliedEntry{hash: it.hash, derived: it.p.Derived}
+			h.applied[as] = appliedEntry{hash: it.hash}
 			h.changes++
 		}
 		h.setState(as, h.state(as), "")
@@ -534,8 +534,8 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		h.say(slog.LevelInfo, as, "%s: created, after %d failed attempt(s)", as, f.times)
 		delete(h.failing, as)
 	}
-	h.applied[as] = appliedEntry{hash: it.hash, derived: it.p.Derived}
-	h.record[as] = ports.Managed{As: as, Derived: it.p.Derived}
+	h.applied[as] = appliedEntry{hash: it.hash}
+	h.record[as] = ports.Managed{As: as}
 	h.changes++
 	delete(h.removing, as)
 	if reapplying == 0 {

@@ -12,12 +12,11 @@ import (
 
 // leaver is a consumer the file no longer lists that the backend still holds something of.
 type leaver struct {
-	as      string
-	derived map[string]any
-	active  bool // its login still works
-	drop    bool // this withdrawal drops it; otherwise its login goes and its data stays
-	since   time.Time
-	err     error
+	as     string
+	active bool // its login still works
+	drop   bool // this withdrawal drops it; otherwise its login goes and its data stays
+	since  time.Time
+	err    error
 }
 
 // leaving is every consumer the file no longer lists that is to be withdrawn or dropped: what
@@ -30,9 +29,9 @@ func (h *Harness) leaving(want map[string]bool) []*leaver {
 	}
 	h.nextDrop = now.Add(maxBackoff)
 	var out []*leaver
-	for as, a := range h.applied {
+	for as := range h.applied {
 		if !want[as] {
-			out = append(out, &leaver{as: as, derived: a.derived, active: true})
+			out = append(out, &leaver{as: as, active: true})
 		}
 	}
 	for as, m := range h.record {
@@ -41,10 +40,10 @@ func (h *Harness) leaving(want map[string]bool) []*leaver {
 		}
 		switch due := h.withdrawnSince(as, m).Add(h.cfg.DropAfter); {
 		case !m.Withdrawn:
-			out = append(out, &leaver{as: as, derived: m.Derived, active: true})
+			out = append(out, &leaver{as: as, active: true})
 		case h.cfg.OnWithdraw != Drop || m.Since.IsZero():
 		case !now.Before(due):
-			out = append(out, &leaver{as: as, derived: m.Derived, since: m.Since, drop: true})
+			out = append(out, &leaver{as: as, since: m.Since, drop: true})
 		case due.Before(h.nextDrop):
 			h.nextDrop = due
 		}
@@ -179,9 +178,9 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*leaver, r *Report) {
 	h.each(len(leaving), func(i int) {
 		l := leaving[i]
 		if l.drop {
-			l.err = h.backend.Drop(ctx, l.as, l.derived)
+			l.err = h.backend.Drop(ctx, l.as)
 		} else {
-			l.err = h.backend.Remove(ctx, l.as, l.derived)
+			l.err = h.backend.Remove(ctx, l.as)
 		}
 		h.step()
 	})
@@ -217,7 +216,7 @@ func (h *Harness) settleLeaver(l *leaver, r *Report) {
 		delete(h.record, l.as)
 		return
 	}
-	h.record[l.as] = ports.Managed{As: l.as, Derived: l.derived, Withdrawn: true, Since: h.clock.Now()}
+	h.record[l.as] = ports.Managed{As: l.as, Withdrawn: true, Since: h.clock.Now()}
 	h.seenWithdrawn[l.as] = h.clock.Now()
 }
 
