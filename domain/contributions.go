@@ -39,14 +39,14 @@ type contents struct {
 	changedAt time.Time // when id or digest last changed: the file has been settled since
 	firstRead time.Time // when this process first read it
 
-	why    string         // why the file says nothing, "" when it is usable
-	given  []contribution // the credential grants, first entry per login
-	bad    int            // entries that could not be decoded
-	said   map[string]bool
-	twice  map[string]bool // logins listed more than once, said once
+	why   string         // why the file says nothing, "" when it is usable
+	given []contribution // the credential grants, first entry per login
+	bad   int            // entries that could not be decoded
+	said  map[string]bool
+	twice map[string]bool // logins listed more than once, said once
 	// warning is why the file said nothing, as last said.
 	warning string
-	parses int // how often a content was parsed, for the tests that show it is not parsed again
+	parses  int // how often a content was parsed, for the tests that show it is not parsed again
 }
 
 // readContributions answers the consumers asked for, and whether the file was usable. Nothing

@@ -36,14 +36,13 @@ type fakeBackend struct {
 	creates    []ports.Provision
 	removes    []string
 	drops      []string
-	removedDer []map[string]any
 	holdsCalls []string
 	batches    int // HoldsAll calls
 	managed    int // Managed calls
 
-	broken     bool                                               // Create does not produce what Holds checks
-	holdsErr   error                                              // Holds' error
-	holdsFn    func(ctx context.Context, p ports.Provision) error // runs inside Holds when set
+	broken     bool                                               // Create does not produce what holds checks
+	holdsErr   error                                              // holds' error
+	holdsFn    func(ctx context.Context, p ports.Provision) error // runs inside holds when set
 	createErr  map[string]error                                   // by login
 	createFn   func(ctx context.Context, p ports.Provision)       // runs inside Create when set
 	removeErr  error
@@ -93,11 +92,10 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
 	return nil
 }
 
-func (b *fakeBackend) Remove(_ context.Context, as string, derived map[string]any) error {
+func (b *fakeBackend) Remove(_ context.Context, as string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.removes = append(b.removes, as)
-	b.removedDer = append(b.removedDer, derived)
 	if b.removeErr != nil {
 		return b.removeErr
 	}
@@ -107,11 +105,10 @@ func (b *fakeBackend) Remove(_ context.Context, as string, derived map[string]an
 	return nil
 }
 
-func (b *fakeBackend) Drop(_ context.Context, as string, derived map[string]any) error {
+func (b *fakeBackend) Drop(_ context.Context, as string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.drops = append(b.drops, as)
-	b.removedDer = append(b.removedDer, derived)
 	if b.dropErr != nil {
 		return b.dropErr
 	}
@@ -122,7 +119,7 @@ func (b *fakeBackend) Drop(_ context.Context, as string, derived map[string]any)
 	return nil
 }
 
-func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (ports.Holding, error) {
+func (b *fakeBackend) holds(ctx context.Context, p ports.Provision) (ports.Holding, error) {
 	if b.holdsFn != nil {
 		if err := b.holdsFn(ctx, p); err != nil {
 			return ports.Holding{}, err
@@ -156,7 +153,7 @@ func (b *fakeBackend) Holds(ctx context.Context, p ports.Provision) (ports.Holdi
 	return ports.Holding{Held: len(drift) == 0, Drift: drift}, nil
 }
 
-// HoldsAll asks Holds of each in order, each bounded by its own timeout, as a backend that
+// HoldsAll asks holds of each in order, each bounded by its own timeout, as a backend that
 // checks one consumer after another would; once the context is over, the rest are not asked,
 // and once one check timed out, the rest are answered ErrNotAsked, as the contract says.
 func (b *fakeBackend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
@@ -175,7 +172,7 @@ func (b *fakeBackend) HoldsAll(ctx context.Context, ps []ports.Provision, each t
 			continue
 		}
 		cctx, cancel := b.withTimeout(ctx, each)
-		out[i].Holding, out[i].Err = b.Holds(cctx, p)
+		out[i].Holding, out[i].Err = b.holds(cctx, p)
 		timedOut = errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 	}
@@ -199,7 +196,7 @@ func (b *fakeBackend) Managed(context.Context) ([]ports.Managed, error) {
 	}
 	out := make([]ports.Managed, 0, len(b.store))
 	for as, m := range b.store {
-		out = append(out, ports.Managed{As: as, Derived: m.p.Derived, Withdrawn: m.withdrawn, Since: m.since})
+		out = append(out, ports.Managed{As: as, Withdrawn: m.withdrawn, Since: m.since})
 	}
 	return out, nil
 }

@@ -40,7 +40,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		}
 		c.waiting, c.refusedSecret = 0, nil // a refusal that comes back after a usable secret is said again
 		h.consumers.setPassword(c, pw)
-		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Consumer: g.Node}
+		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Node: g.Node}
 		it.hash = fingerprint(c, g, pw)
 	}
 	return items

@@ -76,9 +76,9 @@ func (h *Harness) creates(ctx context.Context, items []*item, which func(*item) 
 func (h *Harness) removals(ctx context.Context, leaving []*item) {
 	h.call(ctx, leaving, func(*item) bool { return true }, func(it *item) {
 		if it.act == drop {
-			it.err = h.backend.Drop(ctx, it.c.as, nil)
+			it.err = h.backend.Drop(ctx, it.c.as)
 		} else {
-			it.err = h.backend.Remove(ctx, it.c.as, nil)
+			it.err = h.backend.Remove(ctx, it.c.as)
 		}
 	})
 }

@@ -175,4 +175,3 @@ func cause(err error) string {
 		}
 	}
 }
-

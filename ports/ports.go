@@ -31,8 +31,8 @@ type Provision struct {
 	Derived map[string]any
 	// At is where the consumer is.
 	At string
-	// Consumer is the consumer's node.
-	Consumer string
+	// Node is the consumer's node.
+	Node string
 }
 
 // Holding is what a check of one consumer found.
@@ -56,9 +56,6 @@ type Checked struct {
 type Managed struct {
 	// As is the consumer's login.
 	As string
-	// Derived is what the mesh derived for it when it was last created: what Remove and Drop
-	// need.
-	Derived map[string]any
 	// Withdrawn is whether it was withdrawn: its login taken away, its data kept.
 	Withdrawn bool
 	// Since is when it was withdrawn; zero while it is active.
@@ -75,20 +72,18 @@ type Backend interface {
 	// resource. It refuses what exists and is not the provider's to take over.
 	Create(ctx context.Context, p Provision) error
 	// Remove withdraws the login as: it can no longer be used, what it holds is kept, and the
-	// record marks it withdrawn. derived is what the mesh last derived for it. Removing what is
-	// already withdrawn or gone is not an error.
-	Remove(ctx context.Context, as string, derived map[string]any) error
-	// Drop removes everything Create made for the login as, and its record. Dropping what is
-	// already gone is not an error.
-	Drop(ctx context.Context, as string, derived map[string]any) error
-	// Holds reports whether the backend still holds the consumer exactly as p says, and what
-	// drifted where it does not. It changes nothing. An error means the backend could not be
-	// asked, not that the consumer is lost.
-	Holds(ctx context.Context, p Provision) (Holding, error)
-	// HoldsAll is Holds for many consumers at once, answered in the order of ps; each answer
-	// is the one Holds would give. each bounds the check of any one consumer, from when that
-	// check starts (not while it waits its turn). Once a check has timed out, the checks not
-	// yet started are not made: their answers' Err wraps ErrNotAsked. It changes nothing.
+	// record marks it withdrawn. What it holds is the backend's own record's to say. Removing
+	// what is already withdrawn or gone is not an error.
+	Remove(ctx context.Context, as string) error
+	// Drop removes everything Create made for the login as, as its record says, and the
+	// record. Dropping what is already gone is not an error.
+	Drop(ctx context.Context, as string) error
+	// HoldsAll reports, for each consumer of ps and in their order, whether the backend still
+	// holds it exactly as asked, and what drifted where it does not; an answer's Err means the
+	// backend could not be asked about that consumer, not that it is lost. each bounds the
+	// check of any one consumer, from when that check starts (not while it waits its turn).
+	// Once a check has timed out, the checks not yet started are not made: their answers' Err
+	// wraps ErrNotAsked. It changes nothing.
 	HoldsAll(ctx context.Context, ps []Provision, each time.Duration) []Checked
 	// Managed lists what the record says this provider manages, active or withdrawn. It is
 	// also the check of the backend as a whole: an error means the record could not be read

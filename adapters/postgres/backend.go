@@ -58,7 +58,7 @@ type Config struct {
 	// Log is where the adapter says what an operator needs to know (an extension skipped).
 	Log ports.Logger
 	// Timeout bounds one Create, Remove or Drop, waiting for the consumer's lock included; zero is
-	// DefaultTimeout. Holds is bounded by its caller.
+	// DefaultTimeout. HoldsAll is bounded by its caller.
 	Timeout time.Duration
 	// MaxConnections is the most connections the Backend holds to the server at once: its pool,
 	// and the short-lived ones to consumers' databases (half of them each, at least one). Zero

@@ -130,7 +130,7 @@ func TestHoldsSeesDriftAndCreateRepairsIt(t *testing.T) {
 			is.True(!e.holds(p)) // the drift is seen
 
 			if c.name == "database given away" {
-				// Never handed back either: the create says whose it is, and Holds stays false.
+				// Never handed back either: the create says whose it is, and the check stays false.
 				err := e.b.Create(ctx, p)
 				is.True(err != nil && strings.Contains(err.Error(), fmt.Sprintf("owned by %q", p.As+"_other"))) // names the owner
 				e.exec("", "ALTER DATABASE "+p.As+" OWNER TO "+p.As)
@@ -166,11 +166,11 @@ func TestHoldsMakesNoWrites(t *testing.T) {
 
 	is.True(readOnly.Create(ctx, p) != nil) // the read-only server refuses a write, so the check below can bite
 	e.mustCreate(p)
-	held, err := readOnly.Holds(ctx, p)
-	is.NoErr(err) // no statement of Holds writes
+	held, err := holdsOne(ctx, readOnly, p)
+	is.NoErr(err) // no statement of the check writes
 	is.True(held.Held)
 	e.exec(p.As, "DROP EXTENSION pg_trgm")
-	held, err = readOnly.Holds(ctx, p)
+	held, err = holdsOne(ctx, readOnly, p)
 	is.NoErr(err)
 	is.True(!held.Held) // still sees drift, read-only
 }
@@ -196,16 +196,16 @@ func TestRemoveRetainKeepsTheDataAndTakesTheLogin(t *testing.T) {
 	is.NoErr(err)
 	session := e.mustLogin(letta.As, letta.Password, letta.As)
 
-	is.NoErr(e.b.Remove(ctx, letta.As, letta.Derived))
+	is.NoErr(e.b.Remove(ctx, letta.As))
 	_, err = e.login(letta.As, letta.Password, letta.As)
 	is.True(err != nil) // letta can no longer log in
 	_, err = session.Exec(ctx, "SELECT 1")
 	is.True(err != nil) // and its open session was ended
 	var rows int
 	is.NoErr(e.admin(letta.As).QueryRow(ctx, "SELECT count(*) FROM notes").Scan(&rows))
-	is.Equal(rows, 1000)                               // every row kept
-	is.NoErr(e.b.Remove(ctx, letta.As, letta.Derived)) // again: idempotent
-	is.NoErr(e.b.Remove(ctx, name("never"), nil))      // and for a role that never was
+	is.Equal(rows, 1000)                     // every row kept
+	is.NoErr(e.b.Remove(ctx, letta.As))      // again: idempotent
+	is.NoErr(e.b.Remove(ctx, name("never"))) // and for a role that never was
 
 	e.mustCreate(letta)
 	conn = e.mustLogin(letta.As, letta.Password, letta.As) // the login is back
@@ -221,14 +221,14 @@ func TestRemoveDropLeavesNothing(t *testing.T) {
 	e.mustCreate(letta)
 	session := e.mustLogin(letta.As, letta.Password, letta.As+"_db")
 
-	is.NoErr(e.b.Drop(ctx, letta.As, letta.Derived))
+	is.NoErr(e.b.Drop(ctx, letta.As))
 	_, err := session.Exec(ctx, "SELECT 1")
 	is.True(err != nil) // its session was ended
 	var left int
 	is.NoErr(e.admin("").QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_roles WHERE rolname = $1)
 		+ (SELECT count(*) FROM pg_database WHERE datname = $2)`, letta.As, letta.As+"_db").Scan(&left))
-	is.Equal(left, 0)                                // no role, no database
-	is.NoErr(e.b.Drop(ctx, letta.As, letta.Derived)) // again: idempotent
+	is.Equal(left, 0)                 // no role, no database
+	is.NoErr(e.b.Drop(ctx, letta.As)) // again: idempotent
 }
 
 func TestRemoveDropFindsTheDatabaseWithoutDerived(t *testing.T) {
@@ -237,7 +237,7 @@ func TestRemoveDropFindsTheDatabaseWithoutDerived(t *testing.T) {
 	letta := provision(name("letta"))
 	letta.Values["name"] = letta.As + "_wanted"
 	e.mustCreate(letta)
-	is.NoErr(e.b.Drop(ctx, letta.As, nil)) // the database was named by values, which Remove is not told
+	is.NoErr(e.b.Drop(ctx, letta.As)) // the database was named by values, which Remove is not told
 	var left int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", letta.As+"_wanted").Scan(&left))
 	is.Equal(left, 0) // found as the role's own database and dropped
@@ -276,8 +276,8 @@ func TestHostileNamesAreRefusedBeforeAnySQL(t *testing.T) {
 			if c.says != "" {
 				is.Equal(err.Error(), c.says) // a clear error
 			}
-			_, err = e.b.Holds(ctx, p)
-			is.True(err != nil || c.says == "") // Holds refuses it too
+			_, err = holdsOne(ctx, e.b, p)
+			is.True(err != nil || c.says == "") // the check refuses it too
 			is.Equal(e.catalog(), before)       // the server's roles and databases unchanged
 		})
 	}
@@ -310,7 +310,7 @@ func TestPasswordNeverReachesTheServerLog(t *testing.T) {
 	e.mustCreate(p) // again: the role exists, so it is altered
 	is.True(e.holds(p))
 	e.mustLogin(p.As, p.Password, p.As)
-	is.NoErr(e.b.Remove(ctx, p.As, nil))
+	is.NoErr(e.b.Remove(ctx, p.As))
 	e.exec("", "SELECT 'the log is written: "+p.As+"'")
 
 	raw, err := e.srv.Local.Log()
@@ -416,7 +416,7 @@ func TestErrorsWhileTheServerIsDownAreClear(t *testing.T) {
 	is.True(strings.HasPrefix(err.Error(), "connect: ")) // says what it was doing
 	is.True(!strings.Contains(err.Error(), p.Password))  // never the consumer's password
 	is.True(!strings.Contains(err.Error(), "hunter2"))   // nor the provider's
-	_, err = down.Holds(ctx, p)
+	_, err = holdsOne(ctx, down, p)
 	is.True(err != nil) // cannot ask is an error, not "not held"
 }
 
@@ -480,7 +480,7 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 	err = hung.Create(ctx, provision(name("hung")))
 	is.True(err != nil)                               // it gave up
 	is.True(errors.Is(err, context.DeadlineExceeded)) // at its timeout
-	err = hung.Remove(ctx, name("hung"), nil)
+	err = hung.Remove(ctx, name("hung"))
 	is.True(errors.Is(err, context.DeadlineExceeded)) // and so does Remove
 }
 

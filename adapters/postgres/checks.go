@@ -16,13 +16,6 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// Holds reports whether the server still holds the consumer exactly as Create makes it, and
-// what drifted where it does not. It is HoldsAll of one.
-func (b *Backend) Holds(ctx context.Context, p ports.Provision) (ports.Holding, error) {
-	answer := b.HoldsAll(ctx, []ports.Provision{p}, b.timeout)[0]
-	return answer.Holding, answer.Err
-}
-
 // HoldsAll checks every consumer of ps and changes nothing: one round trip asks the catalog
 // about all their roles and databases (and which of the extensions they name the server has),
 // the stored passwords are verified here (answers remembered per role), and only consumers

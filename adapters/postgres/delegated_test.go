@@ -76,7 +76,7 @@ func TestDelegatedMakesWhatTheSuperuserMakes(t *testing.T) {
 	is.NoErr(err) // the trusted extension, usable by the consumer
 	conn.Close(ctx)
 	is.True(strings.Contains(e.role(p.As), p.As+">"+prov)) // the provider's own membership, its way to act as the owner
-	held, err := b.Holds(ctx, p)
+	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(held.Held) // not drift for the provider that made it
 	if e.major() >= 16 {
@@ -98,11 +98,11 @@ func TestDelegatedFindsPasswordDriftByLoggingIn(t *testing.T) {
 	p := provision(name("pwd"))
 	is.NoErr(b.Create(ctx, p))
 	e.exec("", "ALTER ROLE "+p.As+" PASSWORD 'changed-behind-its-back'")
-	held, err := b.Holds(ctx, p)
+	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.Equal(held.Drift, []string{"password"}) // found by the login
 	is.NoErr(b.Create(ctx, p))
-	held, err = b.Holds(ctx, p)
+	held, err = holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(held.Held) // and repaired
 	e.mustLogin(p.As, p.Password, p.As)
@@ -116,7 +116,7 @@ func TestDelegatedSaysAConsumerAtItsConnectionLimitCouldNotBeChecked(t *testing.
 	p.Derived["connection_limit"] = float64(1)
 	is.NoErr(b.Create(ctx, p))
 	e.mustLogin(p.As, p.Password, p.As) // the one connection it may have, in use
-	held, err := b.Holds(ctx, p)
+	held, err := holdsOne(ctx, b, p)
 	is.True(err != nil) // could not check: not drift
 	is.True(strings.Contains(err.Error(), "too many connections"))
 	is.True(!held.Held && len(held.Drift) == 0)
@@ -128,10 +128,10 @@ func TestDelegatedWithdrawsAndDrops(t *testing.T) {
 	b, _ := e.delegated()
 	p := provision(name("gone"), "pg_trgm")
 	is.NoErr(b.Create(ctx, p))
-	is.NoErr(b.Remove(ctx, p.As, p.Derived))
+	is.NoErr(b.Remove(ctx, p.As))
 	_, err := e.login(p.As, p.Password, p.As)
 	is.True(err != nil) // withdrawn
-	is.NoErr(b.Drop(ctx, p.As, p.Derived))
+	is.NoErr(b.Drop(ctx, p.As))
 	is.Equal(e.role(p.As), "") // the role gone
 	var dbs int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", p.As).Scan(&dbs))
@@ -162,7 +162,7 @@ func TestDelegatedKeepsTheVerifierOutOfTheServerLog(t *testing.T) {
 	is.NoErr(b.Create(ctx, p))
 	e.exec("", "ALTER ROLE "+p.As+" PASSWORD 'drifted'")
 	is.NoErr(b.Create(ctx, p)) // again: the password written anew
-	held, err := b.Holds(ctx, p)
+	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(held.Held)
 	e.exec("", "SELECT 'the log is written: "+p.As+"'")
@@ -192,7 +192,7 @@ func TestDelegatedSaysAMembershipItCannotRevoke(t *testing.T) {
 	is.Equal(len(said), 1) // said once
 	is.True(strings.Contains(said[0], p.As+": the membership of "+p.As+" in pg_read_server_files, granted by postgres, "+
 		"cannot be revoked by the provider's role "+prov))
-	held, err := b.Holds(ctx, p)
+	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.Equal(held.Drift, []string{"member of pg_read_server_files"}) // still drift, for an operator
 }

@@ -153,9 +153,15 @@ func (e *env) mustCreate(p ports.Provision) {
 	}
 }
 
+// holdsOne is b's check of p alone, bounded as a Create is.
+func holdsOne(ctx context.Context, b *postgres.Backend, p ports.Provision) (ports.Holding, error) {
+	answer := b.HoldsAll(ctx, []ports.Provision{p}, postgres.DefaultTimeout)[0]
+	return answer.Holding, answer.Err
+}
+
 func (e *env) holds(p ports.Provision) bool {
 	e.t.Helper()
-	held, err := e.b.Holds(ctx, p)
+	held, err := holdsOne(ctx, e.b, p)
 	if err != nil {
 		e.t.Fatalf("holds %s: %v", p.As, err)
 	}

@@ -137,7 +137,7 @@ func TestAConsumerCannotBlockItsOwnWithdrawal(t *testing.T) {
 	is.NoErr(err)
 
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 2 * time.Second})
-	is.NoErr(b.Remove(ctx, p.As, nil)) // withdrawn all the same
+	is.NoErr(b.Remove(ctx, p.As)) // withdrawn all the same
 	var login bool
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolcanlogin FROM pg_roles WHERE rolname = $1", p.As).Scan(&login))
 	is.True(!login)
@@ -174,7 +174,7 @@ func TestAFunctionPlantedInTheProvidersDatabaseNeverRunsAsSuperuser(t *testing.T
 
 	is.NoErr(e.b.Create(ctx, other))
 	is.NoErr(e.b.Create(ctx, attacker))
-	is.NoErr(e.b.Remove(ctx, other.As, nil))
+	is.NoErr(e.b.Remove(ctx, other.As))
 	lease := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: attacker.As}).Lease()
 	defer lease.Close()
 	is.NoErr(lease.Held(ctx))

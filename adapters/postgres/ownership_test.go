@@ -77,7 +77,7 @@ func TestMembershipsEitherWayAreDriftAndTakenAway(t *testing.T) {
 			p := provision(name("member"))
 			e.mustCreate(p)
 			e.exec("", c.grant(p.As)...)
-			held, err := e.b.Holds(ctx, p)
+			held, err := holdsOne(ctx, e.b, p)
 			is.NoErr(err)
 			want := make([]string, len(c.drift))
 			for i, d := range c.drift {
@@ -213,8 +213,8 @@ func TestARenamedRoleIsNoLongerTheProvidersAndKeepsItsData(t *testing.T) {
 	listed(t, e.b, parked)
 	is.Equal(e.log.said(), []string{"role " + parked + " carries the provider's record of " + p.As + ": it was renamed, or the record " +
 		"copied; it is not the provider's and is never repaired, withdrawn or dropped"}) // said once, over two reads
-	is.True(e.b.Remove(ctx, parked, nil) != nil) // never withdrawn
-	is.True(e.b.Drop(ctx, parked, nil) != nil)   // nor dropped
+	is.True(e.b.Remove(ctx, parked) != nil) // never withdrawn
+	is.True(e.b.Drop(ctx, parked) != nil)   // nor dropped
 	err = e.b.Create(ctx, p)
 	is.True(err != nil) // the consumer cannot be made again over the renamed role's database
 	is.True(strings.Contains(err.Error(), `the database exists and is owned by "`+parked+`"`))
@@ -231,13 +231,13 @@ func TestAConsumerListedAgainWithAnotherDatabaseIsDroppedWhole(t *testing.T) {
 	e := newEnv(t)
 	p := provision(name("v4"))
 	e.mustCreate(p)
-	is.NoErr(e.b.Remove(ctx, p.As, p.Derived))
+	is.NoErr(e.b.Remove(ctx, p.As))
 	again := provision(p.As)
 	again.Password = p.Password
 	again.Values["name"] = p.As + "a"
 	e.mustCreate(again) // listed again, with another database
-	is.NoErr(e.b.Remove(ctx, p.As, again.Derived))
-	is.NoErr(e.b.Drop(ctx, p.As, again.Derived)) // both databases were the provider's
+	is.NoErr(e.b.Remove(ctx, p.As))
+	is.NoErr(e.b.Drop(ctx, p.As)) // both databases were the provider's
 	var left int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname IN ($1, $2)", p.As, p.As+"a").Scan(&left))
 	is.Equal(left, 0)          // both dropped
@@ -259,7 +259,7 @@ func TestDropRevokesGrantsElsewhereButNeverDropsObjectsElsewhere(t *testing.T) {
 		return n
 	}
 
-	err := e.b.Drop(ctx, p.As, p.Derived)
+	err := e.b.Drop(ctx, p.As)
 	is.True(err != nil) // refused, saying what blocks it
 	is.Equal(err.Error(), "role "+p.As+" owns objects in "+warehouse+", where the provider made nothing for it; not dropped: drop them "+
 		"or give them another owner there (REASSIGN OWNED BY "+p.As+" TO ...)")
@@ -269,7 +269,7 @@ func TestDropRevokesGrantsElsewhereButNeverDropsObjectsElsewhere(t *testing.T) {
 	is.Equal(dbs, 1) // and so does its own database, until the role can go
 
 	e.exec(warehouse, "REASSIGN OWNED BY "+p.As+" TO CURRENT_USER")
-	is.NoErr(e.b.Drop(ctx, p.As, p.Derived)) // then it finishes: its grants there revoked
+	is.NoErr(e.b.Drop(ctx, p.As)) // then it finishes: its grants there revoked
 	is.Equal(tables(), 3)
 	is.Equal(e.role(p.As), "")
 }

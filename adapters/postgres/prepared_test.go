@@ -100,7 +100,7 @@ func TestAConsumersPreparedTransactionOnItsRoleDoesNotKeepItsLogin(t *testing.T)
 	e.prepare(e.mustLogin(p.As, p.Password, p.As), gid, "ALTER ROLE "+p.As+" PASSWORD 'clinging'")
 
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 2 * time.Second})
-	is.NoErr(b.Remove(ctx, p.As, nil)) // withdrawn all the same
+	is.NoErr(b.Remove(ctx, p.As)) // withdrawn all the same
 	var login bool
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolcanlogin FROM pg_roles WHERE rolname = $1", p.As).Scan(&login))
 	is.True(!login)

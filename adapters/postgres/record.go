@@ -91,7 +91,7 @@ func (r record) text() string {
 
 // managed is r as the domain sees it.
 func (r record) managed(as string) ports.Managed {
-	m := ports.Managed{As: as, Derived: r.Derived, Withdrawn: r.State == withdrawn}
+	m := ports.Managed{As: as, Withdrawn: r.State == withdrawn}
 	if m.Withdrawn && r.Since != nil {
 		m.Since = *r.Since
 	}

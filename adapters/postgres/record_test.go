@@ -121,13 +121,13 @@ func TestTwoResourcesOnOneServerNeverTouchEachOthersConsumers(t *testing.T) {
 	is.True(!seen) // nor one two's
 	err := two.Create(ctx, p)
 	is.Equal(err.Error(), "create role "+p.As+": role "+p.As+` is managed by the provider of "postgres-one", not "postgres-two"; it is not taken over`)
-	is.True(two.Remove(ctx, p.As, nil) != nil) // refused
-	is.True(two.Drop(ctx, p.As, nil) != nil)   // refused
-	held, err := one.Holds(ctx, p)
+	is.True(two.Remove(ctx, p.As) != nil) // refused
+	is.True(two.Drop(ctx, p.As) != nil)   // refused
+	held, err := holdsOne(ctx, one, p)
 	is.NoErr(err)
 	is.True(held.Held) // one's consumer as it was
 	e.mustLogin(p.As, p.Password, p.As)
-	held, err = two.Holds(ctx, p)
+	held, err = holdsOne(ctx, two, p)
 	is.NoErr(err)
 	is.True(!held.Held) // and not two's to hold
 }
@@ -141,7 +141,7 @@ func TestDropFinishesWhereTheRoleWasGrantedThingsElsewhere(t *testing.T) {
 	e.exec("", "CREATE DATABASE "+other, "GRANT CONNECT, CREATE ON DATABASE "+other+" TO "+p.As)
 	e.exec(other, "GRANT CREATE ON SCHEMA public TO "+p.As, "CREATE TABLE shared (x int)", "GRANT SELECT ON shared TO "+p.As)
 
-	is.NoErr(e.b.Drop(ctx, p.As, p.Derived)) // finishes, no 2BP01: what it was granted is revoked
+	is.NoErr(e.b.Drop(ctx, p.As)) // finishes, no 2BP01: what it was granted is revoked
 	var roles, tables int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", p.As).Scan(&roles))
 	is.Equal(roles, 0) // the role is gone
@@ -159,7 +159,7 @@ func TestDropTakesOnlyTheDatabaseItMade(t *testing.T) {
 	gift := p.As + "_gift"
 	e.exec("", "CREATE DATABASE "+gift+" OWNER "+p.As) // somebody handed the consumer a database
 
-	err := e.b.Drop(ctx, p.As, p.Derived)
+	err := e.b.Drop(ctx, p.As)
 	is.True(err != nil) // refused, saying what to do
 	is.Equal(err.Error(), "role "+p.As+" also owns "+gift+", which the provider did not make for it; not dropped: "+
 		"give it another owner (ALTER DATABASE ... OWNER TO) or drop it")
@@ -174,7 +174,7 @@ func TestDropTakesOnlyTheDatabaseItMade(t *testing.T) {
 	is.True(!login) // the login is withdrawn all the same
 
 	e.exec("", "ALTER DATABASE "+gift+" OWNER TO postgres")
-	is.NoErr(e.b.Drop(ctx, p.As, p.Derived)) // then it finishes
+	is.NoErr(e.b.Drop(ctx, p.As)) // then it finishes
 	is.True(exists(gift) && !exists(p.As))
 }
 
@@ -183,9 +183,9 @@ func TestRemoveKeepsTheTimeItWasFirstWithdrawn(t *testing.T) {
 	e := newEnv(t)
 	p := provision(name("since"))
 	e.mustCreate(p)
-	is.NoErr(e.b.Remove(ctx, p.As, nil))
+	is.NoErr(e.b.Remove(ctx, p.As))
 	first, _ := listed(t, e.b, p.As)
-	is.NoErr(e.b.Remove(ctx, p.As, nil))
+	is.NoErr(e.b.Remove(ctx, p.As))
 	again, _ := listed(t, e.b, p.As)
 	is.True(first.Withdrawn && !first.Since.IsZero())
 	is.Equal(again.Since, first.Since) // withdrawn since the first time, for --drop-after

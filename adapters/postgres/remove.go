@@ -16,7 +16,7 @@ import (
 // marked withdrawn (since now, unless it was already); the database and its data stay, and a
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
-func (b *Backend) Remove(ctx context.Context, as string, derived map[string]any) error {
+func (b *Backend) Remove(ctx context.Context, as string) error {
 	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn, record, holdings) error { return nil })
 }
 
@@ -47,7 +47,7 @@ func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func
 // dropped with it, nor handed to the provider (a function of the consumer's owned by a
 // superuser would run as one). A role that is gone is no error; one the record does not give
 // this provider is refused and left as it is.
-func (b *Backend) Drop(ctx context.Context, as string, derived map[string]any) error {
+func (b *Backend) Drop(ctx context.Context, as string) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
 	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn, r record, h holdings) error {

@@ -115,7 +115,7 @@ func TestADatabaseLeftBetweenCreateAndRevokeIsOpenToNobody(t *testing.T) {
 		e.exec("", "DROP DATABASE "+p.As+" WITH (FORCE)", "CREATE DATABASE "+p.As+" OWNER "+p.As+" ALLOW_CONNECTIONS false")
 		_, err := e.login(other.As, other.Password, p.As)
 		is.True(err != nil) // nobody gets in
-		h, err := e.b.Holds(ctx, p)
+		h, err := holdsOne(ctx, e.b, p)
 		is.NoErr(err)
 		is.True(!h.Held)
 		is.True(contains(h.Drift, "connections not allowed") && contains(h.Drift, "open to others")) // and the check says why
@@ -133,7 +133,7 @@ func TestADatabaseLeftBetweenCreateAndRevokeIsOpenToNobody(t *testing.T) {
 		e.exec("", "GRANT CONNECT ON DATABASE "+p.As+" TO PUBLIC")
 		intruder := e.mustLogin(other.As, other.Password, p.As)
 		owner := e.mustLogin(p.As, p.Password, p.As)
-		h, err := e.b.Holds(ctx, p)
+		h, err := holdsOne(ctx, e.b, p)
 		is.NoErr(err)
 		is.Equal(h.Drift, []string{"open to others"})
 		e.mustCreate(p)
@@ -281,7 +281,7 @@ func TestAllowExtensionsRefusesWhatItDoesNotName(t *testing.T) {
 	is.NoErr(b.Create(ctx, p))
 	is.Equal(e.extensions(p.As), []string{"pg_trgm", "plpgsql"})                                                              // dblink refused, pg_trgm created
 	is.Equal(e.log.said(), []string{p.As + ": extension dblink is not allowed on this server (--allow-extensions); skipped"}) // said once
-	h, err := b.Holds(ctx, p)
+	h, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(h.Held) // a refused extension is not required
 }
@@ -304,7 +304,7 @@ func TestTheConnectionLimitIsSetCheckedAndRepaired(t *testing.T) {
 	e.mustCreate(provision(name("limit")))
 
 	e.exec("", "ALTER ROLE "+p.As+" CONNECTION LIMIT 1") // behind the provider's back
-	h, err := b.Holds(ctx, p)
+	h, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.Equal(h.Drift, []string{"connection limit"}) // seen, and named
 	is.NoErr(b.Create(ctx, p))
