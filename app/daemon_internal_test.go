@@ -9,7 +9,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/matryer/is"
-	"github.com/spf13/afero"
+	"github.com/novox/postgres-provider/adapters/files"
 
 	"github.com/novox/postgres-provider/domain"
 )
@@ -18,7 +18,7 @@ func TestALoopThatGetsNowhereIsStuck(t *testing.T) {
 	is := is.New(t)
 	clk := clock.NewMock()
 	clk.Set(time.Now())
-	h := domain.New(domain.Config{Receives: "/c.json"}, afero.NewMemMapFs(), clk, nil, nil, nil)
+	h := domain.New(domain.Config{Receives: "/c.json"}, files.New(), clk, nil, nil, nil)
 	d := &daemon{cfg: Config{Every: 5 * time.Second, HoldsTimeout: 30 * time.Second}, h: h}
 	is.Equal(d.stuckAfter(), 5*time.Second+2*time.Minute+30*time.Second+30*time.Second) // derived from --every and the timeouts
 	_, stuck := d.stuck(clk.Now().Add(time.Minute))

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/spf13/afero"
 
+	"github.com/novox/postgres-provider/adapters/files"
 	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
 )
@@ -57,7 +57,7 @@ func BenchmarkNoChangePass(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			file := fleet(b, b.TempDir(), n)
 			backend := &fakeBackend{}
-			h := domain.New(domain.Config{Resource: "postgres", Receives: file}, nonBlocking{afero.NewOsFs()}, clock.NewMock(), backend, nil, &fakeLogger{})
+			h := domain.New(domain.Config{Resource: "postgres", Receives: file}, files.New(), clock.NewMock(), backend, nil, &fakeLogger{})
 			if r := h.Reconcile(ctx); r.Created != n {
 				b.Fatalf("created %d, want %d", r.Created, n)
 			}
@@ -96,7 +96,7 @@ func BenchmarkRefusedPass(b *testing.B) {
 			var first, later, firstCPU time.Duration
 			for b.Loop() {
 				clk := clock.NewMock()
-				h := domain.New(domain.Config{Resource: "postgres", Receives: file}, nonBlocking{afero.NewOsFs()}, clk, &refusingBackend{}, nil, &fakeLogger{})
+				h := domain.New(domain.Config{Resource: "postgres", Receives: file}, files.New(), clk, &refusingBackend{}, nil, &fakeLogger{})
 				start, cpu := time.Now(), cpuTime(b)
 				if r := h.Reconcile(ctx); r.Failures != n {
 					b.Fatalf("failed %d, want %d", r.Failures, n)
@@ -149,7 +149,7 @@ func BenchmarkStopMidPass(b *testing.B) {
 				var stopped time.Time
 				backend := &slowBackend{at: int64(n / 2), stop: func() { stopped = time.Now(); stop() }}
 				h := domain.New(domain.Config{Resource: "postgres", Receives: file, HoldsTimeout: time.Second, Parallel: 8},
-					nonBlocking{afero.NewOsFs()}, clock.New(), backend, nil, &fakeLogger{})
+					files.New(), clock.New(), backend, nil, &fakeLogger{})
 				h.Run(rctx, nil, nil)
 				took += time.Since(stopped)
 			}

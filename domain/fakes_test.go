@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -302,10 +303,78 @@ func consumer(as, secret string) entry {
 		"values": map[string]any{"name": as, "extensions": []any{"vector"}}}
 }
 
+// changingFs is an in-memory filesystem that keeps, as a real one does, when each file last
+// changed: every write, rename, chmod or change of times moves it, and nothing sets it back.
+type changingFs struct {
+	afero.Fs
+	mu      sync.Mutex
+	tick    int64
+	changed map[string]int64
+	opens   map[string]int // Open calls, by name
+}
+
+func newChangingFs() *changingFs {
+	return &changingFs{Fs: afero.NewMemMapFs(), changed: map[string]int64{}, opens: map[string]int{}}
+}
+
+func (f *changingFs) Open(name string) (afero.File, error) {
+	f.mu.Lock()
+	f.opens[name]++
+	f.mu.Unlock()
+	return f.Fs.Open(name)
+}
+
+func (f *changingFs) opened(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.opens[name]
+}
+
+func (f *changingFs) touch(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tick++
+	f.changed[name] = f.tick
+}
+
+func (f *changingFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
+		f.touch(name)
+	}
+	return f.Fs.OpenFile(name, flag, perm)
+}
+
+func (f *changingFs) Create(name string) (afero.File, error) {
+	f.touch(name)
+	return f.Fs.Create(name)
+}
+
+func (f *changingFs) Rename(from, to string) error {
+	f.touch(to)
+	return f.Fs.Rename(from, to)
+}
+
+func (f *changingFs) Chmod(name string, mode os.FileMode) error {
+	f.touch(name)
+	return f.Fs.Chmod(name, mode)
+}
+
+func (f *changingFs) Chtimes(name string, atime, mtime time.Time) error {
+	f.touch(name)
+	return f.Fs.Chtimes(name, atime, mtime)
+}
+
+// Identity is the file's change time; the in-memory filesystem has no inodes.
+func (f *changingFs) Identity(name string, _ os.FileInfo) (uint64, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return 0, f.changed[name]
+}
+
 // world is one loop with its fakes.
 type world struct {
 	t       *testing.T
-	fs      afero.Fs
+	fs      *changingFs
 	clk     *clock.Mock
 	backend *fakeBackend
 	log     *fakeLogger
@@ -316,7 +385,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	clk := clock.NewMock()
-	w := &world{t: t, fs: afero.NewMemMapFs(), clk: clk, log: &fakeLogger{},
+	w := &world{t: t, fs: newChangingFs(), clk: clk, log: &fakeLogger{},
 		backend: &fakeBackend{now: clk.Now, timeout: clk.WithTimeout}}
 	w.configure(domain.Config{})
 	return w

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -22,12 +21,10 @@ type fileID struct {
 	ctime int64
 }
 
-func idOf(fi os.FileInfo) fileID {
+// idOf is the identity of name in the state fi describes.
+func (h *Harness) idOf(name string, fi os.FileInfo) fileID {
 	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.inode = uint64(st.Ino)
-		id.ctime = ctimeOf(st)
-	}
+	id.inode, id.ctime = h.fs.Identity(name, fi)
 	return id
 }
 
@@ -96,7 +93,7 @@ func (h *Harness) stable(name string, max int64, read func(f io.Reader, size int
 	if err := regular(name, before, max); err != nil {
 		return fileID{}, err
 	}
-	id := idOf(before) // now: a FileInfo may follow the file
+	id := h.idOf(name, before) // now: a FileInfo may follow the file
 	if err := read(f, id.size); err != nil {
 		return fileID{}, err
 	}
@@ -104,7 +101,7 @@ func (h *Harness) stable(name string, max int64, read func(f io.Reader, size int
 	if err != nil {
 		return fileID{}, err
 	}
-	if idOf(after) != id {
+	if h.idOf(name, after) != id {
 		return fileID{}, errChanged
 	}
 	return id, nil

@@ -12,18 +12,10 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/matryer/is"
-	"github.com/spf13/afero"
 
+	"github.com/novox/postgres-provider/adapters/files"
 	"github.com/novox/postgres-provider/domain"
 )
-
-// nonBlocking is the operating system's filesystem opened as the Filesystem port asks: without
-// waiting for a FIFO's writer.
-type nonBlocking struct{ afero.Fs }
-
-func (f nonBlocking) Open(name string) (afero.File, error) {
-	return f.Fs.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-}
 
 func TestASecretThatIsAFIFOIsRefusedWithoutBlocking(t *testing.T) {
 	is := is.New(t)
@@ -34,7 +26,7 @@ func TestASecretThatIsAFIFOIsRefusedWithoutBlocking(t *testing.T) {
 	is.NoErr(os.WriteFile(file, []byte(fmt.Sprintf(`{"given": [%s, %s]}`,
 		mustJSON(t, consumer("fifo", filepath.Join(dir, "fifo"))), mustJSON(t, consumer("ok", filepath.Join(dir, "ok"))))), 0o600))
 	backend, log := &fakeBackend{}, &fakeLogger{}
-	h := domain.New(domain.Config{Resource: "postgres", Receives: file}, nonBlocking{afero.NewOsFs()}, clock.NewMock(), backend, nil, log)
+	h := domain.New(domain.Config{Resource: "postgres", Receives: file}, files.New(), clock.NewMock(), backend, nil, log)
 	r := h.Reconcile(ctx)                            // returns: nothing blocks on the FIFO
 	is.Equal(r.Consumers["ok"], domain.StateApplied) // the other consumer converges
 	is.Equal(r.Consumers["fifo"], domain.StateWaitingForSecret)
@@ -156,7 +148,7 @@ func TestParallelSaysWhatSequentialSays(t *testing.T) {
 // writing is a filesystem on which a writer rewrites the contributions file while the loop is
 // reading it: between the loop's open and its look afterwards.
 type writing struct {
-	afero.Fs
+	*changingFs
 	w       *world
 	content string
 	armed   bool
@@ -167,13 +159,13 @@ func (f *writing) Stat(name string) (os.FileInfo, error) {
 		f.armed = false
 		f.w.write(receives, f.content)
 	}
-	return f.Fs.Stat(name)
+	return f.changingFs.Stat(name)
 }
 
 func TestAFileThatChangesWhileItIsReadIsNotUsed(t *testing.T) {
 	is := is.New(t)
 	w := twoApplied(t)
-	fs := &writing{Fs: w.fs, w: w}
+	fs := &writing{changingFs: w.fs, w: w}
 	w.h = domain.New(domain.Config{Resource: "postgres", Receives: receives}, fs, w.clk, w.backend, nil, w.log)
 	w.pass(0)
 	w.log.take()
@@ -188,4 +180,28 @@ func TestAFileThatChangesWhileItIsReadIsNotUsed(t *testing.T) {
 	}
 	is.Equal(len(w.backend.removes), 0) // the file as the writer left it lists b
 	is.Equal(w.log.take(), []string{"contributions file readable again"})
+}
+
+func TestAnUnchangedSecretIsNotReadAgain(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	opened := w.fs.opened("/s/letta")
+	for range 3 {
+		w.pass(domain.DefaultEvery)
+	}
+	is.Equal(w.fs.opened("/s/letta"), opened) // one stat a pass, no read
+}
+
+func TestASecretRewrittenToTheSameSizeAndTimeIsSeen(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	written := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	w.write("/s/letta", "pw-1")
+	is.NoErr(w.fs.Chtimes("/s/letta", written, written))
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.write("/s/letta", "pw-2") // the same size
+	is.NoErr(w.fs.Chtimes("/s/letta", written, written))
+	w.pass(domain.DefaultEvery)
+	is.Equal(w.backend.lastCreate().Password, "pw-2") // the new password was applied: only the change time told
 }

@@ -132,6 +132,11 @@ var ErrNotAsked = errors.New("not asked: an earlier check timed out")
 type Filesystem interface {
 	Open(name string) (afero.File, error)
 	Stat(name string) (os.FileInfo, error)
+	// Identity is what fi, the state of the file name, says beyond its size and time: its
+	// inode, and when the inode last changed (ctime, in nanoseconds), which every write moves
+	// and no writer can set back (as touch and rsync set the modification time). changed is
+	// zero where the filesystem does not say: the loop then reads the file whenever it looks.
+	Identity(name string, fi os.FileInfo) (inode uint64, changed int64)
 }
 
 // Clock is the part of github.com/benbjohnson/clock the loop takes its time from.

@@ -26,3 +26,12 @@ func New() FS { return FS{afero.NewReadOnlyFs(afero.NewOsFs())} }
 func (f FS) Open(name string) (afero.File, error) {
 	return f.Fs.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
+
+// Identity is the inode fi names and when it last changed, from the system's stat.
+func (FS) Identity(_ string, fi os.FileInfo) (inode uint64, changed int64) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0
+	}
+	return uint64(st.Ino), ctimeOf(st)
+}
