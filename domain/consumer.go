@@ -18,6 +18,7 @@ type consumer struct {
 	// applied is whether this process applied it (or confirmed it held), as hash asks.
 	applied bool
 	hash    [sha256.Size]byte
+	shape   [sha256.Size]byte // what it asked for, but its password, when applied
 	// record is the backend's record of it, where recorded is set; seenWithdrawn is when this
 	// process first saw it withdrawn: its drop waits DropAfter from no earlier than that.
 	record        ports.Managed
@@ -124,9 +125,10 @@ func (s *store) list(given []contribution) {
 	s.dirty = true
 }
 
-// applied marks c applied as hash asks, and, where made, recorded and active.
-func (s *store) applied(c *consumer, hash [sha256.Size]byte, made bool) {
-	c.applied, c.hash = true, hash
+// applied marks c applied as hash (and shape, without the password) asks, and, where made,
+// recorded and active.
+func (s *store) applied(c *consumer, hash, shape [sha256.Size]byte, made bool) {
+	c.applied, c.hash, c.shape = true, hash, shape
 	if made {
 		c.record, c.recorded = ports.Managed{As: c.as}, true
 		c.removing = nil

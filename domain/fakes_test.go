@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"reflect"
 	"strings"
@@ -253,25 +254,43 @@ func (b *fakeBackend) lastCreate() ports.Provision {
 	return b.creates[len(b.creates)-1]
 }
 
-// fakeLogger keeps every entry.
+// fakeLogger keeps every entry: those a logger at the info level writes, and apart, the
+// debug lines.
 type fakeLogger struct {
 	mu      sync.Mutex
 	entries []ports.Entry
+	debugs  []ports.Entry
 }
 
 func (l *fakeLogger) Log(e ports.Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.Level < slog.LevelInfo {
+		l.debugs = append(l.debugs, e)
+		return
+	}
 	l.entries = append(l.entries, e)
 }
 
-// lines are the messages said so far; take drops them, so that a test can look at one pass.
+// lines are the spec's lines said so far (not the audit trail's, nor debug lines); take drops
+// every entry, so that a test can look at one pass.
 func (l *fakeLogger) lines() []string {
+	return l.messages(func(e ports.Entry) bool { return e.Event == "" })
+}
+
+// audit is the audit trail said so far.
+func (l *fakeLogger) audit() []string {
+	return l.messages(func(e ports.Entry) bool { return e.Event != "" })
+}
+
+func (l *fakeLogger) messages(which func(ports.Entry) bool) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]string, len(l.entries))
-	for i, e := range l.entries {
-		out[i] = e.Message
+	out := make([]string, 0, len(l.entries))
+	for _, e := range l.entries {
+		if which(e) {
+			out = append(out, e.Message)
+		}
 	}
 	return out
 }

@@ -29,6 +29,9 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	defer func() {
 		r.Took = h.clock.Now().Sub(start)
 		r.Leaving = h.leavingViews()
+		h.debug("", "pass: %d listed, %d created, %d reapplied, %d withdrawn, %d dropped, %d failed, %d unchecked, "+
+			"%d withdrawals held; took %s", len(r.Status), r.Created, r.Reapplied, r.Withdrawn, r.Dropped, r.Failures,
+			r.Unchecked, r.WithdrawalsHeld, r.Took)
 		h.step()
 	}()
 	r.Watched = []string{h.cfg.Receives}

@@ -28,6 +28,17 @@ const (
 	drop
 )
 
+// call is the backend call the action makes.
+func (a action) call() string {
+	switch a {
+	case withdraw:
+		return "remove"
+	case drop:
+		return "drop"
+	}
+	return "create"
+}
+
 // item is one consumer's part in a pass: listed (g is its entry) or leaving.
 type item struct {
 	c          *consumer
@@ -45,6 +56,7 @@ type item struct {
 	checked   ports.Checked // a check's answer
 	called    bool          // the backend was called for it: Create, Remove or Drop
 	err       error         // Create's, Remove's or Drop's error
+	did       ports.Act     // what Create said it did
 	brake     brake         // what the consumer's brake was when the pass began
 	timedOut  bool
 

@@ -48,9 +48,11 @@ func (h *Harness) askLease(ctx context.Context, r *Report) bool {
 // nothing of any consumer and withdraws nothing.
 func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 	cctx, cancel := h.clock.WithTimeout(ctx, h.cfg.HoldsTimeout)
+	start := h.clock.Now()
 	managed, err := h.backend.Managed(cctx)
 	cancel()
 	h.step()
+	h.debug("", "record: %d consumers read in %s", len(managed), h.clock.Now().Sub(start))
 	if err != nil {
 		h.serverProblem(err, r)
 		return false

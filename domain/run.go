@@ -33,8 +33,10 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	for i, it := range checks {
 		ps[i] = it.p
 	}
+	start := h.clock.Now()
 	answers := h.backend.HoldsAll(ctx, ps, h.cfg.HoldsTimeout)
 	h.step()
+	h.debug("", "checks: %d consumers asked in one batch in %s", len(ps), h.clock.Now().Sub(start))
 	h.resume = 0
 	stopped := false
 	for i, it := range checks {
@@ -83,9 +85,9 @@ func (h *Harness) removals(ctx context.Context, leaving []*item) {
 	})
 }
 
-// call is the pass's one runner: fn for each item that which picks, at most Config.Parallel
-// at once, returning when all have. What a stop (ctx ending) finds not started is left as it
-// is, and not said.
+// call is the pass's one runner: fn (a backend call) for each item that which picks, at most
+// Config.Parallel at once, returning when all have. What a stop (ctx ending) finds not started
+// is left as it is, and not said.
 func (h *Harness) call(ctx context.Context, items []*item, which func(*item) bool, fn func(*item)) {
 	var picked []*item
 	for _, it := range items {
@@ -98,8 +100,14 @@ func (h *Harness) call(ctx context.Context, items []*item, which func(*item) boo
 			return
 		}
 		it.called = true
+		start := h.clock.Now()
 		fn(it)
 		h.step()
+		outcome := "done"
+		if it.err != nil {
+			outcome = "failed"
+		}
+		h.debug(it.c.as, "%s: %s %s in %s", it.c.as, it.act.call(), outcome, h.clock.Now().Sub(start))
 	}
 	if h.cfg.Parallel <= 1 || len(picked) <= 1 {
 		for _, it := range picked {

@@ -40,6 +40,17 @@ func (h *Harness) say(level slog.Level, consumer, format string, args ...any) {
 	h.log.Log(ports.Entry{Level: level, Consumer: consumer, Message: fmt.Sprintf(format, args...)})
 }
 
+// audit says a line of the audit trail: what happened to c, once per event, with event naming
+// it for those who filter on it (the JSON lines' "event").
+func (h *Harness) audit(c *consumer, event, line string) {
+	h.log.Log(ports.Entry{Level: slog.LevelInfo, Consumer: c.as, Event: event, Message: line})
+}
+
+// debug says a line that only --log-level debug shows: a pass's counts, a backend call.
+func (h *Harness) debug(consumer, format string, args ...any) {
+	h.log.Log(ports.Entry{Level: slog.LevelDebug, Consumer: consumer, Message: fmt.Sprintf(format, args...)})
+}
+
 // later is say for a line of reading the file: said once the pass has said whether the file
 // can be used.
 func (h *Harness) later(level slog.Level, consumer, format string, args ...any) {

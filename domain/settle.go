@@ -2,6 +2,7 @@ package domain
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
-			h.consumers.applied(c, it.hash, false)
+			h.consumers.applied(c, it.hash, it.g.shape, false)
 		}
 		h.setState(c, h.state(c), "")
 		return
@@ -114,7 +115,8 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		h.say(slog.LevelInfo, c.as, "%s: created, after %d failed attempt(s)", c.as, c.failing.times)
 		c.failing = nil
 	}
-	h.consumers.applied(c, it.hash, true)
+	h.audit(h.eventOf(it, reapplying))
+	h.consumers.applied(c, it.hash, it.g.shape, true)
 	if reapplying == 0 {
 		r.Created++
 		c.lost = brake{}
@@ -128,6 +130,30 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		h.say(slog.LevelWarn, c.as, "%s: next check in %s", c.as, wait.Round(time.Second))
 	}
 	h.setState(c, StateBraked, "")
+}
+
+// eventOf is what a create that succeeded did, for the audit trail, and its line: said before
+// the store takes the create in, since it tells from what the loop knew before.
+func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line string) {
+	c = it.c
+	switch {
+	case reapplying > 0 || it.act == confirm:
+		if len(it.checked.Drift) > 0 {
+			return c, "repaired", fmt.Sprintf("%s: repaired (%s)", c.as, strings.Join(it.checked.Drift, ", "))
+		}
+		return c, "repaired", c.as + ": repaired"
+	case it.did == ports.ActAdopt:
+		return c, "adopted", c.as + ": adopted"
+	case c.applied && c.shape == it.g.shape:
+		return c, "password rotated", c.as + ": password rotated"
+	case c.applied:
+		return c, "updated", c.as + ": updated to what its entry now asks for"
+	case c.recorded && c.record.Withdrawn:
+		return c, "reinstated", c.as + ": reinstated (its login given back)"
+	case c.recorded:
+		return c, "repaired", c.as + ": repaired"
+	}
+	return c, "created", c.as + ": created"
 }
 
 // createFailed says a failed create the first time, and while it fails the same way, every
@@ -205,9 +231,11 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 		}
 		if it.act == drop {
 			r.Dropped++
+			h.audit(c, "dropped", c.as+": dropped (its login and data are gone)")
 			h.consumers.dropped(c)
 			continue
 		}
+		h.audit(c, "withdrawn", c.as+": withdrawn (its login taken away, its data kept)")
 		h.consumers.withdrawn(c, h.clock.Now())
 	}
 }

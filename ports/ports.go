@@ -35,6 +35,24 @@ type Provision struct {
 	Node string
 }
 
+// Act is what Create does, or would do, for one consumer.
+type Act string
+
+// The acts of Create.
+const (
+	// ActNone: held as asked; nothing to do.
+	ActNone Act = ""
+	// ActCreate: nothing of it exists.
+	ActCreate Act = "create"
+	// ActAdopt: a role exists that no record names, and the adoption rule lets the provider
+	// take it over.
+	ActAdopt Act = "adopt"
+	// ActRepair: the provider's, and not as asked.
+	ActRepair Act = "repair"
+	// ActRefuse: exists and is not the provider's to take, or asks what cannot be made.
+	ActRefuse Act = "refuse"
+)
+
 // Holding is what a check of one consumer found.
 type Holding struct {
 	// Held is whether the backend holds the consumer exactly as asked.
@@ -156,6 +174,10 @@ type Entry struct {
 	// Message is the line itself, without the "[provisioner:RESOURCE] " prefix, which the
 	// Logger adds. Operators' alerts match on it word for word.
 	Message string
+	// Event names what a line of the audit trail records ("created", "adopted", "password
+	// rotated", "updated", "reinstated", "repaired", "withdrawn", "dropped"); empty for the
+	// other lines.
+	Event string
 }
 
 // Logger is where the provider's lines go. Log must be safe for concurrent use.

@@ -65,5 +65,8 @@ func (s *structured) Log(e ports.Entry) {
 	if e.Consumer != "" {
 		attrs = append(attrs, slog.String("consumer", e.Consumer))
 	}
+	if e.Event != "" {
+		attrs = append(attrs, slog.String("event", e.Event))
+	}
 	s.log.LogAttrs(context.Background(), e.Level, e.Message, attrs...)
 }

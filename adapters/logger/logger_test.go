@@ -41,6 +41,18 @@ func TestJSONCarriesTheConsumer(t *testing.T) {
 	is.True(!has) // a line about no consumer has no consumer field
 }
 
+func TestJSONCarriesTheAuditEvent(t *testing.T) {
+	is := is.New(t)
+	var out bytes.Buffer
+	l, err := logger.New(&out, logger.JSON, "postgres", slog.LevelInfo)
+	is.NoErr(err)
+	l.Log(ports.Entry{Level: slog.LevelInfo, Consumer: "letta", Message: "letta: adopted", Event: "adopted"})
+	var line map[string]any
+	is.NoErr(json.Unmarshal(out.Bytes(), &line))
+	is.Equal(line["event"], "adopted") // what the audit line records, as a field to filter on
+	is.Equal(line["msg"], "letta: adopted")
+}
+
 func TestUnknownFormatIsRefused(t *testing.T) {
 	is := is.New(t)
 	_, err := logger.New(&bytes.Buffer{}, "xml", "postgres", slog.LevelInfo)
