@@ -114,9 +114,12 @@ type Harness struct {
 	// until it changes or nextDrop.
 	noneLeaving int
 	nextDrop    time.Time
-	server      repeat // the backend's problem as a whole, while it lasts
-	mass        bool   // a mass withdrawal is being held, and was said
-	peak        peaks  // the most consumers managed within the last hour
+	// heldUntil is when a withdrawal held for the file to settle is due, if the file stays
+	// as it is; zero when none is held.
+	heldUntil time.Time
+	server    repeat // the backend's problem as a whole, while it lasts
+	mass      bool   // a mass withdrawal is being held, and was said
+	peak      peaks  // the most consumers managed within the last hour
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
@@ -173,8 +176,8 @@ func (h *Harness) forgetAll() {
 // from any goroutine.
 func (h *Harness) RetryNow() { h.retry.Store(true) }
 
-// Run reconciles until ctx ends: a pass every Config.Every, and one as soon as wake delivers (nil
-// never does). observe, when not nil, is given each pass's Report. A pass under way when ctx ends
+// Run reconciles until ctx ends: a pass every Config.Every (sooner where a withdrawal or a drop
+// falls due), and one as soon as wake delivers (nil never does). observe, when not nil, is given each pass's Report. A pass under way when ctx ends
 // finishes, bounded by HoldsTimeout; then Run returns.
 func (h *Harness) Run(ctx context.Context, wake <-chan struct{}, observe func(Report)) {
 	for {
@@ -185,10 +188,22 @@ func (h *Harness) Run(ctx context.Context, wake <-chan struct{}, observe func(Re
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.clock.After(h.cfg.Every):
+		case <-h.clock.After(h.untilNext()):
 		case <-wake:
 		}
 	}
+}
+
+// untilNext is how long Run waits for its next pass: Every, or less where a held withdrawal or
+// a drop falls due sooner, so that it happens when due and not up to Every later.
+func (h *Harness) untilNext() time.Duration {
+	wait, now := h.cfg.Every, h.clock.Now()
+	for _, due := range []time.Time{h.heldUntil, h.nextDrop} {
+		if due.After(now) && due.Sub(now) < wait { // one already past is waiting on something else
+			wait = due.Sub(now)
+		}
+	}
+	return wait
 }
 
 // pass is one Reconcile whose context outlives ctx by HoldsTimeout, so that a stop asked for in

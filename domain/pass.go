@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"time"
 )
 
 // A pass reads its inputs (the file and every listed consumer's secret), plans what to ask of
@@ -26,6 +27,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		}
 	}
 	start := h.clock.Now()
+	h.heldUntil = time.Time{} // said again by this pass's withdraw, if it gets there
 	defer func() {
 		r.Took = h.clock.Now().Sub(start)
 		r.Leaving = h.leavingViews()

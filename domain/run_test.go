@@ -103,3 +103,42 @@ func TestRunLetsThePassUnderWayFinish(t *testing.T) {
 	is.True(w.clk.Now().Sub(stoppedAt) >= domain.DefaultHoldsTimeout) // but not before the holds timeout
 	is.Equal(w.backend.createsOf("letta"), 1)                         // the create under way was not cut off at once
 }
+
+func TestRunPassesWhenAHeldWithdrawalFallsDue(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.configure(domain.Config{Every: time.Hour, WithdrawSettle: 10 * time.Second})
+	w.write("/s/letta", "pw")
+	w.write("/s/bob", "pw")
+	w.contributions(consumer("letta", "/s/letta"), consumer("bob", "/s/bob"))
+	w.pass(0)
+	w.contributions(consumer("bob", "/s/bob"))
+	changed := w.clk.Now()
+	passes := make(chan domain.Report)
+	c, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		w.h.Run(c, nil, func(r domain.Report) {
+			select {
+			case passes <- r:
+			case <-c.Done():
+			}
+		})
+		close(done)
+	}()
+	r := waitFor(t, passes)
+	is.Equal(r.WithdrawalsHeld, 1) // the first pass holds it: the file just changed
+	stop := make(chan struct{})
+	go advance(w, stop)
+	r = waitFor(t, passes)
+	close(stop)
+	is.Equal(r.Withdrawn, 1) // the next pass withdrew it
+	w.backend.mu.Lock()
+	at := w.backend.store["letta"].since // when the backend withdrew it, by the clock
+	w.backend.mu.Unlock()
+	is.True(at.Sub(changed) < 12*time.Second)  // when it fell due, not an --every (an hour) later
+	is.True(at.Sub(changed) >= 10*time.Second) // and not before
+	cancel()
+	waitFor(t, done)
+}

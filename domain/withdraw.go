@@ -57,15 +57,17 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*item, r *Report) {
 		h.peak.note(h.clock.Now(), h.consumers.count())
 	}
 	if len(leaving) == 0 {
-		h.mass = false
+		h.mass, h.heldUntil = false, time.Time{}
 		return
 	}
 	r.WithdrawalsHeld = len(leaving)
+	h.heldUntil = time.Time{}
 	if h.file.bad > 0 || !h.recordRead {
 		return
 	}
 	need, mass := h.hold(leaving)
 	if settled := h.settled(mass); settled < need {
+		h.heldUntil = h.clock.Now().Add(need - settled)
 		r.MassWithdrawal = mass
 		if mass && !h.mass {
 			h.say(slog.LevelError, "", "WITHDRAWAL HELD: %s no longer lists %d of the %d consumers the provider manages%s; "+
