@@ -40,7 +40,7 @@ func TestEachEventIsSaidOnceInTheAuditTrail(t *testing.T) {
 	w.contributions()
 	w.pass(domain.DefaultEvery)
 	w.pass(domain.DefaultWithdrawSettle)
-	is.Equal(w.log.audit()[4:], []string{"letta: withdrawn (its login taken away, its data kept)"})
+	is.Equal(w.log.audit()[4:], []string{"letta: withdrawn: its login taken away, its data kept"})
 	w.contributions(e)
 	w.pass(domain.DefaultEvery)
 	is.Equal(w.log.audit()[5:], []string{"letta: reinstated (its login given back)"})
@@ -50,7 +50,7 @@ func TestEachEventIsSaidOnceInTheAuditTrail(t *testing.T) {
 	w.pass(domain.DefaultWithdrawSettle)
 	w.pass(time.Hour + time.Minute)
 	w.pass(domain.DefaultEvery)
-	is.Equal(w.log.audit()[6:], []string{"letta: withdrawn (its login taken away, its data kept)", "letta: dropped (its login and data are gone)"})
+	is.Equal(w.log.audit()[6:], []string{"letta: withdrawn: its login taken away, its data kept", "letta: dropped: its login and data are gone"})
 	for _, e := range w.log.entries {
 		if e.Event != "" {
 			is.Equal(e.Level.String(), "INFO")                     // an audit line is information

@@ -51,6 +51,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		}
 		return r
 	}
+	h.takeListing(given) // again where taking the lease made the loop forget all it knew
 
 	verifying := h.clock.Now().Sub(h.verifiedAt) >= h.cfg.VerifyEvery
 	if verifying {

@@ -549,3 +549,22 @@ func TestOnceSaysAHoldOnlyWhereItHolds(t *testing.T) {
 		}
 	})
 }
+
+// A replica that takes the lease forgets what it knew and reads the record again: what the file
+// lists is still listed in that same pass, and nothing of it is withdrawn.
+func TestATakeOverWithdrawsNothingTheFileLists(t *testing.T) {
+	is := is.New(t)
+	w := twoApplied(t) // a and b made, and recorded
+	l := &lease{}
+	w.lease = l
+	w.configure(domain.Config{})
+	w.contributions(consumer("a", "/s/a")) // b leaves
+	for range 3 {
+		w.pass(settle) // on standby while the file settles
+	}
+	l.held = true
+	r := w.pass(settle)                        // taken: the file has long settled
+	is.Equal(w.backend.removes, []string{"b"}) // b withdrawn, and b alone
+	is.Equal(r.Withdrawn, 1)
+	is.Equal(r.Consumers["a"], domain.StateApplied)
+}

@@ -231,11 +231,11 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 		}
 		if it.act == drop {
 			r.Dropped++
-			h.audit(c, "dropped", c.as+": dropped (its login and data are gone)")
+			h.audit(c, "dropped", c.as+": dropped: its login and data are gone")
 			h.consumers.dropped(c)
 			continue
 		}
-		h.audit(c, "withdrawn", c.as+": withdrawn (its login taken away, its data kept)")
+		h.audit(c, "withdrawn", c.as+": withdrawn: its login taken away, its data kept")
 		h.consumers.withdrawn(c, h.clock.Now())
 	}
 }

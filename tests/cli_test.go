@@ -134,10 +134,11 @@ func TestVariablesAndFlagPrecedence(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
 			m := newMesh(t)
-			m.give(consumer{as: name("env"), password: randomHex(8)})
+			env := consumer{as: name("env"), password: randomHex(8)}
+			m.give(env)
 			code, out := runOnce(t, c.env(m), c.args(m)...)
-			is.Equal(code, 0) // configured as the variables and flags say
-			is.Equal(out, "")
+			is.Equal(code, 0)                                                                    // configured as the variables and flags say
+			is.Equal(strings.TrimSpace(out), "[provisioner:"+m.resource+"] "+env.as+": created") // the audit line alone
 		})
 	}
 }

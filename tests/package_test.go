@@ -134,9 +134,9 @@ func TestTheDebianPackageInstallsRunsAndPurges(t *testing.T) {
 	once := exec.Command(pkgBin, m.args("--once", "--database-url", url)...)
 	once.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err = pgserver.RunGroup(once, onceLimit)
-	is.NoErr(err)                                // exit 0: every consumer created
-	is.Equal(strings.TrimSpace(string(out)), "") // and nothing to say
-	is.True(c.logsIn(t, url))                    // the consumer's login works
+	is.NoErr(err)                                                                              // exit 0: every consumer created
+	is.Equal(strings.TrimSpace(string(out)), "[provisioner:"+m.resource+"] "+c.as+": created") // and nothing to say but the audit line
+	is.True(c.logsIn(t, url))                                                                  // the consumer's login works
 	is.NoErr(query(t, url, "", "DROP DATABASE "+c.as))
 	is.NoErr(query(t, url, "", "DROP ROLE "+c.as))
 
