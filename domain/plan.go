@@ -124,7 +124,8 @@ func (h *Harness) planLeaving() []*item {
 			out = append(out, it)
 		case !c.recorded || h.cfg.OnWithdraw != Drop || c.record.Since.IsZero():
 		default:
-			switch due := h.dropDue(c); {
+			h.seeWithdrawn(c)
+			switch due := dropDue(c, h.cfg.DropAfter, now); {
 			case !now.Before(due):
 				out = append(out, &item{c: c, act: drop, since: c.record.Since})
 			case due.Before(h.nextDrop):
@@ -140,16 +141,24 @@ func (h *Harness) planLeaving() []*item {
 	return out
 }
 
-// dropDue is when a withdrawn consumer is dropped: DropAfter from the later of what its
-// record says and when this process first saw it withdrawn. A record is not trusted to shorten
-// the delay: anyone allowed to write it could date it back.
-func (h *Harness) dropDue(c *consumer) time.Time {
+// seeWithdrawn notes when this process first saw c withdrawn, which its drop waits from.
+func (h *Harness) seeWithdrawn(c *consumer) {
 	if c.seenWithdrawn.IsZero() {
 		c.seenWithdrawn = h.clock.Now()
 	}
+}
+
+// dropDue is when a withdrawn consumer is dropped: DropAfter from the later of what its
+// record says and when this process first saw it withdrawn (seeWithdrawn). A record is not
+// trusted to shorten the delay: anyone allowed to write it could date it back. Not seen yet,
+// it counts as seen now.
+func dropDue(c *consumer, after time.Duration, now time.Time) time.Time {
 	from := c.seenWithdrawn
+	if from.IsZero() {
+		from = now
+	}
 	if c.record.Since.After(from) {
 		from = c.record.Since
 	}
-	return from.Add(h.cfg.DropAfter)
+	return from.Add(after)
 }

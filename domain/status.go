@@ -106,7 +106,7 @@ func (h *Harness) leavingViews() []Leaving {
 		if h.cfg.OnWithdraw == Drop {
 			switch {
 			case !c.managed() && !c.record.Since.IsZero():
-				l.DropAt = h.dropDue(c)
+				l.DropAt = dropDue(c, h.cfg.DropAfter, h.clock.Now())
 			case c.managed() && !l.WithdrawAt.IsZero():
 				l.DropAt = l.WithdrawAt.Add(h.cfg.DropAfter)
 			}
