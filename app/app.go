@@ -1,6 +1,7 @@
-// Package app builds the provisioner daemon from its configuration and runs it: the reconcile
-// loop over the PostgreSQL backend, woken by changes to the files it reads, observed through
-// /healthz, /readyz and /metrics, and stopped by its context.
+// Package app builds the provisioner from its configuration and runs it: the reconcile loop
+// over the PostgreSQL backend, once (--once) or as a daemon woken by changes to the files it
+// reads and by SIGHUP, observed through /healthz, /readyz, /status and /metrics, and stopped by
+// its context; and `provisioner status`, which reads a daemon's /status.
 package app
 
 import (
@@ -76,8 +77,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		}
 		return 1
 	}
-	d := &daemon{cfg: cfg, h: h, backend: backend, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: newNotifier(env)}
-	if err := d.run(ctx); err != nil {
+	if err := newDaemon(cfg, h, backend, lease, log, newNotifier(env)).run(ctx); err != nil {
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}
