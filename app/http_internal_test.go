@@ -69,6 +69,7 @@ func TestNotReadyBeforeTheFirstPass(t *testing.T) {
 	is.Equal(doc["not_ready"], "no pass has run yet")
 	is.Equal(doc["last_pass"], nil)     // no pass to show
 	is.Equal(doc["consumers"], []any{}) // an empty list, not null
+	is.Equal(doc["leaving"], []any{})   // likewise
 }
 
 func TestReadyNeedsTheFileReadAndTheServerUsable(t *testing.T) {
@@ -121,12 +122,17 @@ func TestReadyAgainOnceTheServerIsBack(t *testing.T) {
 	is.Equal(body, "ready\n")
 }
 
-func TestStatusShowsTheLastPass(t *testing.T) {
+func TestStatusShowsTheLastPassAndWhoIsLeaving(t *testing.T) {
 	is := is.New(t)
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	d := newTestDaemon(&fakeServer{mode: postgres.ModeDelegated}, &fakeLease{leader: true})
-	d.observe(context.Background(), domain.Report{FileRead: true, Took: 1500 * time.Millisecond,
-		Status: []domain.Status{{As: "letta", State: domain.StateApplied, Since: at, CheckedAt: at, NextCheck: at.Add(time.Minute)}}})
+	d.observe(context.Background(), domain.Report{FileRead: true, Took: 1500 * time.Millisecond, WithdrawalsHeld: 1, MassWithdrawal: true,
+		Status: []domain.Status{{As: "letta", State: domain.StateApplied, Since: at, CheckedAt: at, NextCheck: at.Add(time.Minute)}},
+		Leaving: []domain.Leaving{
+			{As: "gone", State: domain.LeavingWithdrawn, Since: at.Add(-time.Hour), DropAt: at.Add(23 * time.Hour)},
+			{As: "going", State: domain.LeavingHeld, WithdrawAt: at.Add(time.Minute)},
+			{As: "stuck", State: domain.LeavingFailing, LastError: "stuck: withdraw failed, will retry: no"},
+		}})
 	code, body := get(d, "/status")
 	is.Equal(code, 200)
 	var doc struct {
@@ -136,21 +142,30 @@ func TestStatusShowsTheLastPass(t *testing.T) {
 		Ready     bool             `json:"ready"`
 		LastPass  map[string]any   `json:"last_pass"`
 		Consumers []map[string]any `json:"consumers"`
+		Leaving   []map[string]any `json:"leaving"`
 	}
 	is.NoErr(json.Unmarshal([]byte(body), &doc))
 	is.Equal(doc.Resource, "postgres")
 	is.Equal(doc.Role, "acting")
 	is.Equal(doc.Mode, "delegated") // as the server was last found
 	is.True(doc.Ready)
-	is.Equal(doc.LastPass["took_seconds"], 1.5) // a number of seconds
+	is.Equal(doc.LastPass["took_seconds"], 1.5)     // a number of seconds
+	is.Equal(doc.LastPass["mass_withdrawal"], true) // a mass withdrawal is held
+	is.Equal(doc.LastPass["withdrawals_held"], 1.0)
 	is.Equal(len(doc.Consumers), 1)
 	is.Equal(doc.Consumers[0]["as"], "letta")
 	is.Equal(doc.Consumers[0]["since"], "2026-12-03T12:00:00Z") // times in RFC 3339
+	is.Equal(len(doc.Leaving), 3)                               // every consumer the file no longer lists, in the report's order
+	is.Equal(doc.Leaving[0], map[string]any{"as": "gone", "state": "withdrawn",
+		"since": "2026-12-03T11:00:00Z", "drop_at": "2026-12-04T11:00:00Z"}) // times in RFC 3339, none left out
+	is.Equal(doc.Leaving[1], map[string]any{"as": "going", "state": "held", "withdraw_at": "2026-12-03T12:01:00Z"}) // no drop date where none is set
+	is.Equal(doc.Leaving[2]["last_error"], "stuck: withdraw failed, will retry: no")
 
 	d.observe(context.Background(), domain.Report{Standby: true})
 	_, body = get(d, "/status")
 	is.NoErr(json.Unmarshal([]byte(body), &doc))
-	is.Equal(doc.Role, "standby") // another replica holds the lease
+	is.Equal(doc.Role, "standby")                    // another replica holds the lease
+	is.Equal(doc.LastPass["mass_withdrawal"], false) // said, not left out
 }
 
 func TestHealthzSaysWhenTheLoopIsStuck(t *testing.T) {

@@ -18,6 +18,10 @@ type statusDoc struct {
 	ServerProblem string   `json:"server_problem,omitempty"`
 	// Consumers is every consumer the file lists, in its order.
 	Consumers []domain.Status `json:"consumers"`
+	// Leaving is every consumer the record holds that the file no longer lists: waiting for
+	// the file to settle, held as part of a mass withdrawal, or withdrawn with its data kept
+	// (and, with --on-withdraw drop, when it is dropped).
+	Leaving []domain.Leaving `json:"leaving"`
 }
 
 // passDoc is the last pass in /status.
@@ -28,15 +32,15 @@ type passDoc struct {
 	// WithdrawalsHeld counts the consumers whose withdrawal waits for the file to settle;
 	// MassWithdrawal is whether they are held as a mass withdrawal (more than half of those
 	// managed).
-	WithdrawalsHeld int  `json:"withdrawals_held,omitempty"`
-	MassWithdrawal  bool `json:"mass_withdrawal,omitempty"`
+	WithdrawalsHeld int  `json:"withdrawals_held"`
+	MassWithdrawal  bool `json:"mass_withdrawal"`
 }
 
 // status is the status document as the last pass and readiness leave it.
 func (d *daemon) status() statusDoc {
 	why := d.notReady()
 	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.server.Mode()),
-		Ready: why == "", NotReady: why, Consumers: []domain.Status{}}
+		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{}}
 	if r := d.last.Load(); r != nil {
 		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
 			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
@@ -46,6 +50,9 @@ func (d *daemon) status() statusDoc {
 		}
 		if r.Status != nil {
 			doc.Consumers = r.Status
+		}
+		if r.Leaving != nil {
+			doc.Leaving = r.Leaving
 		}
 	}
 	return doc
