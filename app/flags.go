@@ -176,7 +176,8 @@ that the server still holds them, repairs what drifted, withdraws what is no lon
 
 Usage:
   provisioner --receives PATH [flags]     the daemon (with --once, one pass)
-  provisioner status [--listen ADDR]      each consumer's status, from a running provisioner
+  provisioner status [--listen ADDR]      each consumer's status, and those leaving, from a
+                                          running provisioner; exits 1 where it is not ready
 
 The contributions file's format: docs/contributions.md (every field, what a missing one
 means, an example), also at https://github.com/novox/postgres-provider/blob/main/docs/contributions.md.

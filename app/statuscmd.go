@@ -17,7 +17,7 @@ import (
 
 // statusCommand is `provisioner status [--listen ADDR]`: each consumer's status, and those
 // leaving, from the /status of the provisioner listening at ADDR (else PROVISIONER_LISTEN), as
-// tables.
+// tables. Its exit code is statusUsage's: 0 ready, 1 not ready or no answer, 2 bad usage.
 func statusCommand(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("provisioner status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -50,6 +50,9 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 		return 1
 	}
 	writeStatus(stdout, doc, time.Now())
+	if !doc.Ready {
+		return 1 // the table says why, in its first line
+	}
 	return 0
 }
 
@@ -65,7 +68,8 @@ whose withdrawal fails (failing).
   --listen ADDR  [PROVISIONER_LISTEN]
         the address the provisioner was started with (its --listen), e.g. 127.0.0.1:9847
 
-Exit codes: 0 printed; 1 no provisioner answers there; 2 bad usage.
+Exit codes: 0 printed, and the provisioner is ready; 1 printed, and it is not ready (its
+/readyz says 503: the first line says why), or no provisioner answers there; 2 bad usage.
 `
 
 // writeStatus prints doc as an operator reads it: the provider, then a line per listed

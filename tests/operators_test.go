@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -112,6 +113,24 @@ func TestStatusListsEveryConsumer(t *testing.T) {
 	is.True(strings.Contains(string(out), "CONSUMER")) // the table
 	is.True(strings.Contains(string(out), ok.as+" "))
 	is.True(strings.Contains(string(out), "waiting_for_secret"))
+}
+
+// TestStatusExitsOneWhileNotReady: a script that runs `provisioner status` learns from its exit
+// code that the daemon is not ready, and the table still says why.
+func TestStatusExitsOneWhileNotReady(t *testing.T) {
+	is := is.New(t)
+	m := newMesh(t)
+	m.give(consumer{as: name("nowhere"), password: randomHex(8)})
+	p := start(t, nil, daemonArgs(m, "postgres://postgres@"+freeAddr(t)+"/postgres?connect_timeout=2")...) // nothing listens there
+	eventually(t, "not ready", func() bool { code, _ := p.get("/readyz"); return code == 503 })
+	p.passes(1)
+	cmd := exec.Command(binary, "status", "--listen", p.listen)
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	is.True(errors.As(err, &exit))
+	is.Equal(exit.ExitCode(), 1)                            // not ready
+	is.True(strings.Contains(string(out), ", not ready: ")) // the table printed, saying why
+	is.True(strings.Contains(string(out), "CONSUMER"))
 }
 
 func TestDriftIsSaidAndShown(t *testing.T) {
