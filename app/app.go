@@ -25,7 +25,8 @@ const debounce = 100 * time.Millisecond
 
 // Main runs the provisioner with args (without the program name) and environ (KEY=value) and
 // answers its exit code: 0 normal end; with --once, 1 when not every listed consumer is held
-// or created; 2 for bad usage or configuration. It returns when ctx ends.
+// or created; 2 for bad usage or configuration (`provisioner status` has its own, in
+// statusUsage). It returns when ctx ends.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	env := make(map[string]string, len(environ))
 	for _, kv := range environ {
