@@ -1,6 +1,7 @@
-// Package app builds the provisioner daemon from its configuration and runs it: the reconcile
-// loop over the PostgreSQL backend, woken by changes to the files it reads, observed through
-// /healthz, /readyz and /metrics, and stopped by its context.
+// Package app builds the provisioner from its configuration and runs it: the reconcile loop
+// over the PostgreSQL backend, once (--once) or as a daemon woken by changes to the files it
+// reads and by SIGHUP, observed through /healthz, /readyz, /status and /metrics, and stopped by
+// its context; and `provisioner status`, which reads a daemon's /status.
 package app
 
 import (
@@ -24,7 +25,8 @@ const debounce = 100 * time.Millisecond
 
 // Main runs the provisioner with args (without the program name) and environ (KEY=value) and
 // answers its exit code: 0 normal end; with --once, 1 when not every listed consumer is held
-// or created; 2 for bad usage or configuration. It returns when ctx ends.
+// or created; 2 for bad usage or configuration (`provisioner status` has its own, in
+// statusUsage). It returns when ctx ends.
 func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	env := make(map[string]string, len(environ))
 	for _, kv := range environ {
@@ -76,8 +78,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		}
 		return 1
 	}
-	d := &daemon{cfg: cfg, h: h, backend: backend, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: newNotifier(env)}
-	if err := d.run(ctx); err != nil {
+	if err := newDaemon(cfg, h, backend, lease, log, newNotifier(env)).run(ctx); err != nil {
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}

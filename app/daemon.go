@@ -2,12 +2,8 @@ package app
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -20,23 +16,69 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// daemon is the provisioner running until its context ends.
+// loop is what the daemon runs: the reconcile loop (domain.Harness).
+type loop interface {
+	// Run passes until ctx ends, one at once when wake delivers, and gives each Report to
+	// observe.
+	Run(ctx context.Context, wake <-chan struct{}, observe func(domain.Report))
+	// RetryNow makes the next pass try again what was refused, whatever is left of its wait.
+	RetryNow()
+	// LastProgress is when the loop last got on.
+	LastProgress() time.Time
+}
+
+// server is what the daemon asks of the backend besides what the loop does with it, to say
+// whether it is ready and what /status and /metrics show (postgres.Backend).
+type server interface {
+	// Server names the server and the provider's role on it, never a password.
+	Server() string
+	// Ping answers whether the server can be reached, and where not why.
+	Ping(ctx context.Context) error
+	// Blocked is why the provider cannot finish what it does, "" where nothing is in its way.
+	Blocked() string
+	// Mode is how the provider's role stands on the server, "" before it was asked.
+	Mode() postgres.Mode
+}
+
+// leadership is what the daemon asks of the lease (postgres.Lease): the loop asks Held.
+type leadership interface {
+	// Leader is whether this replica held the lease when last asked.
+	Leader() bool
+}
+
+var (
+	_ loop       = (*domain.Harness)(nil)
+	_ server     = (*postgres.Backend)(nil)
+	_ leadership = (*postgres.Lease)(nil)
+)
+
+// daemon is the provisioner running until its context ends: the loop, woken by changes to the
+// files it reads and by SIGHUP, feeding systemd's watchdog while it gets on, observed through
+// its HTTP endpoints (http.go).
 type daemon struct {
 	cfg     Config
-	h       *domain.Harness
-	backend *postgres.Backend
-	lease   *postgres.Lease
+	loop    loop
+	server  server
+	lease   leadership
 	log     ports.Logger
 	metrics *Metrics
 	notify  *notifier
 
-	// last is the last pass's Report; why is why /readyz says no, empty when ready.
+	// last is the last pass's Report, nil before the first; why is why /readyz says no,
+	// empty when ready (ready.go).
 	last atomic.Pointer[domain.Report]
 	why  atomic.Pointer[string]
 }
 
-func (d *daemon) run(ctx context.Context) error {
+// newDaemon is a daemon not yet run, not ready until its first pass.
+func newDaemon(cfg Config, l loop, s server, lease leadership, log ports.Logger, notify *notifier) *daemon {
+	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify}
 	d.setWhy("no pass has run yet")
+	return d
+}
+
+// run runs the daemon until ctx ends; its error is one of configuration (--listen).
+func (d *daemon) run(ctx context.Context) error {
 	stopHTTP, err := d.serve()
 	if err != nil {
 		return err
@@ -72,7 +114,7 @@ func (d *daemon) run(ctx context.Context) error {
 				return
 			case <-hup:
 				d.log.Log(ports.Entry{Level: slog.LevelInfo, Message: "SIGHUP: a pass now, reading the contributions file and the secrets again"})
-				d.h.RetryNow()
+				d.loop.RetryNow()
 				poke()
 			}
 		}
@@ -80,9 +122,9 @@ func (d *daemon) run(ctx context.Context) error {
 	go d.watchdog(ctx)
 
 	d.log.Log(ports.Entry{Level: slog.LevelInfo, Message: fmt.Sprintf("starting: %s, reading %s every %s, verifying every %s, on withdraw %s",
-		d.backend.Server(), d.cfg.Receives, d.cfg.Every, d.cfg.VerifyEvery, d.cfg.OnWithdraw)})
+		d.server.Server(), d.cfg.Receives, d.cfg.Every, d.cfg.VerifyEvery, d.cfg.OnWithdraw)})
 	first := true
-	d.h.Run(ctx, wake, func(r domain.Report) {
+	d.loop.Run(ctx, wake, func(r domain.Report) {
 		if w != nil {
 			w.Watch(r.Watched)
 		}
@@ -109,39 +151,6 @@ func forward(ctx context.Context, from <-chan struct{}, poke func()) {
 	}
 }
 
-func (d *daemon) setWhy(why string) { d.why.Store(&why) }
-
-// observe records a pass: metrics, what /status shows, and readiness, which needs the file read
-// and the server usable: as the pass found it, or where the pass did not ask it, as a ping
-// after it finds it.
-func (d *daemon) observe(ctx context.Context, r domain.Report) {
-	d.last.Store(&r)
-	reached := r.ServerProblem == ""
-	var pingErr error
-	if ctx.Err() == nil && r.ServerProblem == "" {
-		pctx, cancel := context.WithTimeout(ctx, min(d.cfg.HoldsTimeout, 5*time.Second))
-		pingErr = d.backend.Ping(pctx)
-		cancel()
-		reached = pingErr == nil
-	}
-	// Readiness first: whoever counts passes on /metrics then finds it as this pass left it.
-	switch {
-	case r.ServerProblem != "":
-		d.setWhy(r.ServerProblem)
-	case !r.FileRead && !r.Standby:
-		d.setWhy("the contributions file could not be read or used")
-	case pingErr != nil:
-		d.setWhy(pingErr.Error())
-	case d.backend.Blocked() != "": // as the ping found it
-		d.setWhy(d.backend.Blocked() + "; an operator must end it")
-	default:
-		d.setWhy("")
-	}
-	d.metrics.leader.Set(boolean(d.lease.Leader()))
-	d.metrics.Mode(string(d.backend.Mode()))
-	d.metrics.Observe(r, reached)
-}
-
 // stuckAfter is how long the loop may go without getting on before it counts as stuck: a pass
 // interval, the longest a call to the backend may take, and a check's, with room to spare.
 func (d *daemon) stuckAfter() time.Duration {
@@ -150,7 +159,7 @@ func (d *daemon) stuckAfter() time.Duration {
 
 // stuck is how long the loop has not got on, and whether that is longer than it may.
 func (d *daemon) stuck(now time.Time) (time.Duration, bool) {
-	idle := now.Sub(d.h.LastProgress())
+	idle := now.Sub(d.loop.LastProgress())
 	return idle, idle > d.stuckAfter()
 }
 
@@ -173,90 +182,4 @@ func (d *daemon) watchdog(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// statusDoc is what GET /status answers.
-type statusDoc struct {
-	Resource      string          `json:"resource"`
-	Version       string          `json:"version"`
-	Role          string          `json:"role"`
-	Mode          string          `json:"mode,omitempty"`
-	Ready         bool            `json:"ready"`
-	NotReady      string          `json:"not_ready,omitempty"`
-	LastPass      *passDoc        `json:"last_pass,omitempty"`
-	ServerProblem string          `json:"server_problem,omitempty"`
-	Consumers     []domain.Status `json:"consumers"`
-}
-
-// passDoc is the last pass in /status. Durations are numbers of seconds, as Prometheus has
-// them, not Go's duration strings.
-type passDoc struct {
-	TookSeconds     float64 `json:"took_seconds"`
-	FileRead        bool    `json:"file_read"`
-	BadEntries      int     `json:"bad_entries,omitempty"`
-	WithdrawalsHeld int     `json:"withdrawals_held,omitempty"`
-	MassWithdrawal  bool    `json:"mass_withdrawal,omitempty"`
-}
-
-func (d *daemon) status() statusDoc {
-	why := *d.why.Load()
-	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.backend.Mode()),
-		Ready: why == "", NotReady: why, Consumers: []domain.Status{}}
-	if r := d.last.Load(); r != nil {
-		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
-			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
-		doc.ServerProblem = r.ServerProblem
-		if r.Standby {
-			doc.Role = "standby"
-		}
-		if r.Status != nil {
-			doc.Consumers = r.Status
-		}
-	}
-	return doc
-}
-
-// serve starts the HTTP endpoints when --listen names an address; it answers how to stop them.
-func (d *daemon) serve() (func(), error) {
-	if d.cfg.Listen == "" {
-		return func() {}, nil
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if idle, stuck := d.stuck(time.Now()); stuck {
-			http.Error(w, fmt.Sprintf("stuck: the loop has not got on for %s (more than %s)", idle.Round(time.Second), d.stuckAfter()),
-				http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if why := *d.why.Load(); why != "" {
-			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(d.status())
-	})
-	mux.Handle("GET /metrics", d.metrics.Handler())
-	ln, err := net.Listen("tcp", d.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("--listen %s: %w", d.cfg.Listen, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Log(ports.Entry{Level: slog.LevelError, Message: fmt.Sprintf("http: %v", err)})
-		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
 }

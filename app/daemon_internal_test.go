@@ -3,7 +3,6 @@ package app
 import (
 	"net"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ func TestALoopThatGetsNowhereIsStuck(t *testing.T) {
 	clk := clock.NewMock()
 	clk.Set(time.Now())
 	h := domain.New(domain.Config{Receives: "/c.json"}, files.New(), clk, nil, nil, nil)
-	d := &daemon{cfg: Config{Every: 5 * time.Second, HoldsTimeout: 30 * time.Second}, h: h}
+	d := newDaemon(Config{Every: 5 * time.Second, HoldsTimeout: 30 * time.Second}, h, nil, nil, nil, &notifier{})
 	is.Equal(d.stuckAfter(), 5*time.Second+2*time.Minute+30*time.Second+30*time.Second) // derived from --every and the timeouts
 	_, stuck := d.stuck(clk.Now().Add(time.Minute))
 	is.True(!stuck) // a minute without a step is a long pass, not a stuck one
@@ -45,40 +44,4 @@ func TestTheNotifierSpeaksSystemdsProtocol(t *testing.T) {
 
 	is.Equal(newNotifier(map[string]string{"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1", "WATCHDOG_PID": "1"}).watchdog, time.Duration(0)) // another process's
 	newNotifier(map[string]string{}).send("READY=1")                                                                                      // no socket: nothing, no error
-}
-
-func TestStatusIsATable(t *testing.T) {
-	is := is.New(t)
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	var out strings.Builder
-	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true, Consumers: []domain.Status{
-		{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour), CheckedAt: now.Add(-10 * time.Second), NextCheck: now.Add(50 * time.Second)},
-		{As: "other", State: domain.StateFailing, Since: now.Add(-time.Minute), LastError: "other: create failed, will retry: no"},
-	}}, now)
-	is.Equal(out.String(), `provisioner v1 for postgres, acting, ready
-CONSUMER  STATE    SINCE       CHECKED  NEXT CHECK  DRIFT / LAST ERROR
-letta     applied  1h0m0s ago  10s ago  in 50s      -
-other     failing  1m0s ago    -        -           other: create failed, will retry: no
-`)
-}
-
-// TestStatusFieldsFromOutsideStayInTheirCells: the hostile login of issue 19 and a secret path
-// holding a newline and a terminal's clear-screen add no row and no raw control byte.
-func TestStatusFieldsFromOutsideStayInTheirCells(t *testing.T) {
-	is := is.New(t)
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	hostile := "evil\n[provisioner:postgres] h0001: no longer in /c.json; withdrawing it from the backend"
-	var out strings.Builder
-	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: false, NotReady: "x\x1b[2J",
-		ServerProblem: "down\nnow", Consumers: []domain.Status{
-			{As: hostile, State: domain.StateFailing, Since: now, LastError: "create failed: login is bad"},
-			{As: "letta", State: domain.StateWaitingForSecret, Since: now, LastError: "secret not readable yet (/s/a\nb\x1b[2J\tc): it is empty"},
-		}}, now)
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	is.Equal(len(lines), 5) // the provider, the server, the header and one row per consumer
-	is.Equal(lines[0], `provisioner v1 for postgres, acting, not ready: x\x1b[2J`)
-	is.Equal(lines[1], `server: down\nnow`)
-	is.True(strings.HasPrefix(lines[3], `evil\n[provisioner:postgres] h0001: no longer in /c.json;`)) // the login, escaped, in its row
-	is.True(strings.HasSuffix(lines[4], `secret not readable yet (/s/a\nb\x1b[2J\tc): it is empty`))  // the path too, its tab included
-	is.True(!strings.ContainsAny(out.String(), "\x1b\t\r"))                                           // no raw control byte
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/novox/postgres-provider/adapters/logger"
 )
 
-// statusCommand is `provisioner status [--listen ADDR]`: each consumer's status, from the
-// /status of the provisioner listening at ADDR (else PROVISIONER_LISTEN), as a table.
+// statusCommand is `provisioner status [--listen ADDR]`: each consumer's status, and those
+// leaving, from the /status of the provisioner listening at ADDR (else PROVISIONER_LISTEN), as
+// tables. Its exit code is statusUsage's: 0 ready, 1 not ready or no answer, 2 bad usage.
 func statusCommand(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("provisioner status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -49,22 +50,32 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 		return 1
 	}
 	writeStatus(stdout, doc, time.Now())
+	if !doc.Ready {
+		return 1 // the table says why, in its first line
+	}
 	return 0
 }
 
 const statusUsage = `Usage: provisioner status [--listen ADDR]
 
-Prints each consumer's status, as a table, from the /status of the provisioner serving at ADDR.
+Prints, from the /status of the provisioner serving at ADDR, whether it is ready, each
+consumer the contributions file lists (state, since, last and next check, drift or last
+error), and, under LEAVING, each one the file no longer lists that the server still holds:
+waiting for the file to settle (leaving), held as part of a mass withdrawal (held), withdrawn
+with its data kept (withdrawn, and when its data is dropped under --on-withdraw drop), or
+whose withdrawal fails (failing).
 
   --listen ADDR  [PROVISIONER_LISTEN]
         the address the provisioner was started with (its --listen), e.g. 127.0.0.1:9847
 
-Exit codes: 0 printed; 1 no provisioner answers there; 2 bad usage.
+Exit codes: 0 printed, and the provisioner is ready; 1 printed, and it is not ready (its
+/readyz says 503: the first line says why), or no provisioner answers there; 2 bad usage.
 `
 
-// writeStatus prints doc as an operator reads it: the provider, then a line per consumer. Every
-// field is escaped (logger.Escape): logins, paths and error texts come from outside, and a
-// newline, a tab or an escape sequence in one must neither add a row nor steer the terminal.
+// writeStatus prints doc as an operator reads it: the provider, then a line per listed
+// consumer, then, where there are any, a line per consumer leaving. Every field is escaped
+// (logger.Escape): logins, paths and error texts come from outside, and a newline, a tab or an
+// escape sequence in one must neither add a row nor steer the terminal.
 func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	ready := "ready"
 	if !doc.Ready {
@@ -75,8 +86,10 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	if doc.ServerProblem != "" {
 		fmt.Fprintf(w, "server: %s\n", e(doc.ServerProblem))
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\tDRIFT / LAST ERROR")
+	if p := doc.LastPass; p != nil && p.MassWithdrawal {
+		fmt.Fprintf(w, "withdrawal held: the file no longer lists %d consumers, more than half of those managed; "+
+			"they are withdrawn once it has stayed unchanged, so put it right now if that is not meant\n", p.WithdrawalsHeld)
+	}
 	ago := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -86,15 +99,32 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 		}
 		return "in " + t.Sub(now).Round(time.Second).String()
 	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\tDRIFT / LAST ERROR")
 	for _, c := range doc.Consumers {
 		note := strings.Join(c.Drift, ", ")
 		if c.LastError != "" {
 			note = strings.TrimSpace(note + " " + c.LastError)
 		}
-		if note == "" {
-			note = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(c.As), e(string(c.State)), ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), e(note))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(c.As), e(string(c.State)), ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), e(orDash(note)))
 	}
 	tw.Flush()
+	if len(doc.Leaving) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEAVING\tSTATE\tSINCE\tWITHDRAW AT\tDROP DUE\tLAST ERROR")
+	for _, l := range doc.Leaving {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(l.As), e(string(l.State)), ago(l.Since), ago(l.WithdrawAt), ago(l.DropAt), e(orDash(l.LastError)))
+	}
+	tw.Flush()
+}
+
+// orDash is s, or "-" for an empty cell.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,11 +2,13 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -112,6 +114,64 @@ func TestStatusListsEveryConsumer(t *testing.T) {
 	is.True(strings.Contains(string(out), "CONSUMER")) // the table
 	is.True(strings.Contains(string(out), ok.as+" "))
 	is.True(strings.Contains(string(out), "waiting_for_secret"))
+}
+
+// TestStatusKeepsAWithdrawnConsumerWithItsDropDate: a consumer the file no longer lists stays in
+// /status and in provisioner status, withdrawn, with when its data will be dropped.
+func TestStatusKeepsAWithdrawnConsumerWithItsDropDate(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	stay, gone := consumer{as: name("stay"), password: randomHex(8)}, consumer{as: name("gone"), password: randomHex(8)}
+	m.give(stay, gone)
+	p := start(t, nil, daemonArgs(m, url, "--on-withdraw", "drop", "--drop-after", "1h")...)
+	eventually(t, "both log in", func() bool { return stay.logsIn(t, url) && gone.logsIn(t, url) })
+	m.give(stay)
+	eventually(t, "gone can no longer log in", func() bool { return !gone.logsIn(t, url) })
+	var doc struct {
+		Consumers []struct{ As string }
+		Leaving   []struct {
+			As     string
+			State  string
+			Since  time.Time
+			DropAt time.Time `json:"drop_at"`
+		}
+	}
+	eventually(t, "gone shown withdrawn", func() bool {
+		_, body := p.get("/status")
+		return json.Unmarshal([]byte(body), &doc) == nil && len(doc.Leaving) == 1 && doc.Leaving[0].State == "withdrawn"
+	})
+	left := doc.Leaving[0]
+	is.Equal(left.As, gone.as)
+	is.Equal(len(doc.Consumers), 1) // the listed one, as before
+	is.Equal(doc.Consumers[0].As, stay.as)
+	is.True(!left.Since.IsZero())                                                                       // when it was withdrawn
+	is.True(!left.DropAt.Before(left.Since.Add(time.Hour)))                                             // dropped no sooner than --drop-after after that
+	is.True(left.DropAt.After(time.Now()) && left.DropAt.Before(time.Now().Add(time.Hour+time.Minute))) // and not yet
+
+	out, err := exec.Command(binary, "status", "--listen", p.listen).Output()
+	is.NoErr(err)                                        // ready: exit 0
+	is.True(strings.Contains(string(out), "\nLEAVING ")) // the second table
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(gone.as) + `\s+withdrawn\s+\S+ ago\s+-\s+in [0-9hms]+\s+-$`)
+	is.True(row.Match(out)) // withdrawn, since when, no withdrawal due, the drop due, no error
+}
+
+// TestStatusExitsOneWhileNotReady: a script that runs `provisioner status` learns from its exit
+// code that the daemon is not ready, and the table still says why.
+func TestStatusExitsOneWhileNotReady(t *testing.T) {
+	is := is.New(t)
+	m := newMesh(t)
+	m.give(consumer{as: name("nowhere"), password: randomHex(8)})
+	p := start(t, nil, daemonArgs(m, "postgres://postgres@"+freeAddr(t)+"/postgres?connect_timeout=2")...) // nothing listens there
+	eventually(t, "not ready", func() bool { code, _ := p.get("/readyz"); return code == 503 })
+	p.passes(1)
+	cmd := exec.Command(binary, "status", "--listen", p.listen)
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	is.True(errors.As(err, &exit))
+	is.Equal(exit.ExitCode(), 1)                            // not ready
+	is.True(strings.Contains(string(out), ", not ready: ")) // the table printed, saying why
+	is.True(strings.Contains(string(out), "CONSUMER"))
 }
 
 func TestDriftIsSaidAndShown(t *testing.T) {

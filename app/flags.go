@@ -1,0 +1,261 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/novox/postgres-provider/adapters/logger"
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/domain"
+)
+
+// envName is the variable that stands for a flag: --holds-timeout is PROVISIONER_HOLDS_TIMEOUT.
+func envName(flagName string) string {
+	return "PROVISIONER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// flags is the command line's flags, each setting its field of c, which it first sets to the
+// flag's default. Its usage texts are --help's (writeUsage).
+func flags(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.Receives, "receives", "", "the contributions file the mesh writes for this provider: the consumers, each with "+
+		"the path of its secret (the format: docs/contributions.md); required")
+	fs.StringVar(&c.Resource, "resource", "postgres", "the requirement this provider serves, as the mesh names it; "+
+		"the provider's record on the server and its lease are kept per resource")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "how to reach the server, as a superuser, e.g. "+
+		"postgres://provisioner@db.example:5432/postgres?sslmode=verify-full; prefer the variable, which ps does not show; "+
+		"without either, DATABASE_URL, else libpq's PG* variables and defaults")
+	fs.StringVar(&c.ProviderDB, "provider-database", postgres.DefaultDatabase, "the database the provider's own sessions, "+
+		"its lease and its per-login locks use, whatever the URL names; every replica must name the same one")
+	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes; a change to the file or a secret, or SIGHUP, starts one at once")
+	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often each consumer is checked: does the server still hold its login, database and extensions as made")
+	durationVar(fs, &c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "the longest one check may take; one that times out ends the checks of that pass")
+	fs.Func("on-withdraw", "what becomes of a consumer the file no longer lists: retain (default) takes its login away and keeps its data; "+
+		"drop does the same, then drops its database and role after --drop-after", func(s string) error {
+		c.OnWithdraw = domain.Policy(s)
+		if c.OnWithdraw != domain.Retain && c.OnWithdraw != domain.Drop {
+			return errors.New("want retain or drop")
+		}
+		return nil
+	})
+	durationVar(fs, &c.DropAfter, "drop-after", 24*time.Hour, "with --on-withdraw drop: how long a withdrawn consumer keeps its data (0: dropped at once)")
+	durationVar(fs, &c.Settle, "withdraw-settle", domain.DefaultWithdrawSettle, "how long the file must stay unchanged before what it no longer lists "+
+		"is withdrawn (six times as long where that is more than half of the consumers), at least 1s")
+	fs.Func("adopt", "a role named like a consumer that this provider did not make: plain (default) takes it over where it is a plain "+
+		"login role; none refuses it", func(s string) error {
+		c.Adopt = postgres.Adopt(s)
+		if c.Adopt != postgres.AdoptPlain && c.Adopt != postgres.AdoptNone {
+			return errors.New("want plain or none")
+		}
+		return nil
+	})
+	fs.IntVar(&c.Parallel, "parallel", DefaultParallel, "how many consumers are created, checked or withdrawn at once")
+	fs.IntVar(&c.MaxConns, "max-connections", 0, "the most connections held to the server, the lease's besides (default twice --parallel)")
+	fs.Func("allow-extensions", "the only extensions consumers may have, comma-separated (default: every one the server has available)", func(s string) error {
+		c.AllowExts = []string{}
+		for _, name := range strings.Split(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				c.AllowExts = append(c.AllowExts, name)
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
+	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created, else 1")
+	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz, /status and /metrics on this address, e.g. 127.0.0.1:9847 (default: off)")
+	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text: one line per event on stderr, as alerts match them; json: the same as JSON objects")
+	c.LogLevel = slog.LevelInfo
+	fs.Func("log-level", "the quietest lines said: debug, info (default), warn or error", func(s string) error {
+		return c.LogLevel.UnmarshalText([]byte(s))
+	})
+	fs.BoolVar(&c.Version, "version", false, "print the release and the commit, then exit")
+	fs.BoolVar(&c.Help, "help", false, "print this help, then exit")
+	return fs
+}
+
+// durationValue is a time.Duration flag whose error shows what a duration looks like.
+type durationValue struct{ p *time.Duration }
+
+func (d durationValue) String() string {
+	if d.p == nil {
+		return ""
+	}
+	return shortDuration(*d.p)
+}
+
+func (d durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration such as 5s, 1m30s or 250ms")
+	}
+	*d.p = v
+	return nil
+}
+
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationValue{p}, name, usage)
+}
+
+// shortDuration is d as an operator writes it: 24h, 1m, 5s rather than 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// operatorWords is an error of the flag package with flags written as --help writes them:
+// Go's says -every, the help and the README say --every.
+func operatorWords(err error) error {
+	return errors.New(strings.NewReplacer(
+		"flag provided but not defined: -", "unknown flag --",
+		"flag needs an argument: -", "flag needs an argument: --",
+		" for flag -", " for --",
+		" for -", " for --",
+	).Replace(err.Error()))
+}
+
+// parse reads args, then, for each flag the command line did not set, its PROVISIONER_*
+// variable: a flag beats its variable. DATABASE_URL stands in where neither names the server.
+// Every error it answers is bad usage or configuration.
+func parse(args []string, env map[string]string) (Config, error) {
+	c := Config{OnWithdraw: domain.Retain, Adopt: postgres.AdoptPlain}
+	fs := flags(&c)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{Help: true}, nil
+		}
+		return c, operatorWords(err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := env[envName(f.Name)]
+		if err != nil || set[f.Name] || !ok {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
+		}
+	})
+	if err != nil {
+		return c, err
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = env["DATABASE_URL"]
+	}
+	if c.Help || c.Version {
+		return c, nil
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 2 * c.Parallel
+	}
+	return c, c.validate()
+}
+
+const usageText = `provisioner: the novox service mesh's PostgreSQL provider.
+
+Reads the consumers the mesh lists in the contributions file and brings each one's login,
+database and extensions into being on the server, under the password the mesh minted; checks
+that the server still holds them, repairs what drifted, withdraws what is no longer listed.
+
+Usage:
+  provisioner --receives PATH [flags]     the daemon (with --once, one pass)
+  provisioner status [--listen ADDR]      each consumer's status, and those leaving, from a
+                                          running provisioner; exits 1 where it is not ready
+
+The contributions file's format: docs/contributions.md (every field, what a missing one
+means, an example), also at https://github.com/novox/postgres-provider/blob/main/docs/contributions.md.
+
+Flags (each also read from its variable, shown in brackets; a flag beats its variable):
+`
+
+// flagOrder is the order --help lists the flags in: what to read and where, then how often,
+// then what to do, then how to be watched. A flag left out is listed after them.
+var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "holds-timeout",
+	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "connection-limit",
+	"parallel", "max-connections", "once", "listen", "log-format", "log-level", "version", "help"}
+
+// placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
+// one is a switch.
+var placeholders = map[string]string{
+	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION",
+	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
+	"adopt": "plain|none", "allow-extensions": "NAME,...", "connection-limit": "N", "parallel": "N",
+	"max-connections": "N", "listen": "ADDR", "log-format": "text|json", "log-level": "LEVEL",
+}
+
+func writeUsage(w io.Writer) {
+	var c Config
+	fs := flags(&c)
+	fmt.Fprint(w, usageText)
+	listed := map[string]bool{}
+	show := func(f *flag.Flag) {
+		if f == nil || listed[f.Name] {
+			return
+		}
+		listed[f.Name] = true
+		head := "--" + f.Name
+		if p := placeholders[f.Name]; p != "" {
+			head += " " + p
+		}
+		var note []string
+		if f.Name != "version" && f.Name != "help" {
+			note = append(note, envName(f.Name))
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && placeholders[f.Name] != "" {
+			note = append(note, "default "+d)
+		}
+		if len(note) > 0 {
+			head += "  [" + strings.Join(note, ", ") + "]"
+		}
+		fmt.Fprintf(w, "  %s\n", head)
+		for _, line := range wrap(f.Usage, 72) {
+			fmt.Fprintf(w, "        %s\n", line)
+		}
+	}
+	for _, name := range flagOrder {
+		show(fs.Lookup(name))
+	}
+	fs.VisitAll(show)
+	fmt.Fprint(w, `
+Durations are written 250ms, 5s, 1m30s, 24h.
+
+Exit codes: 0 a normal end (SIGINT or SIGTERM: the pass under way finishes first), or with
+--once every listed consumer held or created; 1 with --once when any is not, a withdrawal is
+held, the file said nothing, the server could not be used or another replica holds the lease;
+2 bad usage or configuration, said in one line.
+`)
+}
+
+// wrap splits text into lines of at most width characters, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return append(lines, line)
+}

@@ -1,0 +1,45 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/novox/postgres-provider/domain"
+)
+
+// observe records a pass: what /status shows, readiness, and the metrics. Ready needs the file
+// read (or this replica standing by) and the server usable: as the pass found it, else as a
+// ping after it finds it, which also asks again whether anything still blocks the provider.
+func (d *daemon) observe(ctx context.Context, r domain.Report) {
+	d.last.Store(&r)
+	reached := r.ServerProblem == ""
+	var pingErr error
+	if ctx.Err() == nil && r.ServerProblem == "" {
+		pctx, cancel := context.WithTimeout(ctx, min(d.cfg.HoldsTimeout, 5*time.Second))
+		pingErr = d.server.Ping(pctx)
+		cancel()
+		reached = pingErr == nil
+	}
+	// Readiness first: whoever counts passes on /metrics then finds it as this pass left it.
+	switch {
+	case r.ServerProblem != "":
+		d.setWhy(r.ServerProblem)
+	case !r.FileRead && !r.Standby:
+		d.setWhy("the contributions file could not be read or used")
+	case pingErr != nil:
+		d.setWhy(pingErr.Error())
+	case d.server.Blocked() != "": // as the ping found it
+		d.setWhy(d.server.Blocked() + "; an operator must end it")
+	default:
+		d.setWhy("")
+	}
+	d.metrics.leader.Set(boolean(d.lease.Leader()))
+	d.metrics.Mode(string(d.server.Mode()))
+	d.metrics.Observe(r, reached)
+}
+
+// setWhy records why the daemon is not ready; "" makes it ready.
+func (d *daemon) setWhy(why string) { d.why.Store(&why) }
+
+// notReady is why the daemon is not ready, "" where it is.
+func (d *daemon) notReady() string { return *d.why.Load() }

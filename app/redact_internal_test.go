@@ -1,0 +1,27 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+func TestRedactHidesTheConnectionStringsPassword(t *testing.T) {
+	for _, c := range []struct{ name, conn, text string }{
+		{"a URL's user information", "postgres://admin:s3cr%2Ft@db:5432/postgres", "bad: s3cr/t, s3cr%2Ft, s3cr%2Ft"},
+		{"a URL's password parameter", "postgres://admin@db/postgres?password=s3cr%2Ft", "bad: s3cr/t and s3cr%2Ft"},
+		{"key=value", "host=db password=s3cr/t port=5432", "bad: s3cr/t, s3cr%2Ft"},
+		{"key=value, quoted", "host=db password='s3cr/t'", "bad: 's3cr/t'"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			got := redact(c.text, c.conn)
+			is.True(!strings.Contains(got, "s3cr"))                                           // no form of the password left
+			is.True(strings.Contains(got, "bad: ***") || strings.Contains(got, "bad: '***'")) // replaced where it stood
+		})
+	}
+	is := is.New(t)
+	is.Equal(redact("no password here", "postgres://admin@db/postgres"), "no password here") // nothing to hide, nothing changed
+	is.Equal(redact("bad: ", "postgres://admin:@db/postgres"), "bad: ")                      // an empty password replaces nothing
+}

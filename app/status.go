@@ -1,0 +1,59 @@
+package app
+
+import "github.com/novox/postgres-provider/domain"
+
+// statusDoc is what GET /status answers, and what `provisioner status` reads. Times are RFC
+// 3339; durations are numbers of seconds, named with their unit, as Prometheus has them.
+type statusDoc struct {
+	Resource string `json:"resource"`
+	Version  string `json:"version"`
+	// Role is "acting" or "standby" (another replica holds the lease).
+	Role string `json:"role"`
+	Mode string `json:"mode,omitempty"`
+	// Ready is /readyz's answer; NotReady why not.
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"not_ready,omitempty"`
+	// LastPass is the last pass, nil before the first.
+	LastPass      *passDoc `json:"last_pass,omitempty"`
+	ServerProblem string   `json:"server_problem,omitempty"`
+	// Consumers is every consumer the file lists, in its order.
+	Consumers []domain.Status `json:"consumers"`
+	// Leaving is every consumer the record holds that the file no longer lists: waiting for
+	// the file to settle, held as part of a mass withdrawal, or withdrawn with its data kept
+	// (and, with --on-withdraw drop, when it is dropped).
+	Leaving []domain.Leaving `json:"leaving"`
+}
+
+// passDoc is the last pass in /status.
+type passDoc struct {
+	TookSeconds float64 `json:"took_seconds"`
+	FileRead    bool    `json:"file_read"`
+	BadEntries  int     `json:"bad_entries,omitempty"`
+	// WithdrawalsHeld counts the consumers whose withdrawal waits for the file to settle;
+	// MassWithdrawal is whether they are held as a mass withdrawal (more than half of those
+	// managed).
+	WithdrawalsHeld int  `json:"withdrawals_held"`
+	MassWithdrawal  bool `json:"mass_withdrawal"`
+}
+
+// status is the status document as the last pass and readiness leave it.
+func (d *daemon) status() statusDoc {
+	why := d.notReady()
+	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.server.Mode()),
+		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{}}
+	if r := d.last.Load(); r != nil {
+		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
+			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
+		doc.ServerProblem = r.ServerProblem
+		if r.Standby {
+			doc.Role = "standby"
+		}
+		if r.Status != nil {
+			doc.Consumers = r.Status
+		}
+		if r.Leaving != nil {
+			doc.Leaving = r.Leaving
+		}
+	}
+	return doc
+}
