@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/novox/postgres-provider/domain"
 )
 
 // redact is text with the password of the connection string conn removed, for a message
@@ -11,7 +13,7 @@ import (
 // (postgres://user:password@host/db) or libpq's key=value form (password=...).
 func redact(text, conn string) string {
 	for _, password := range passwordsIn(conn) {
-		text = scrub(text, password)
+		text = domain.Scrub(text, password)
 	}
 	return text
 }
@@ -33,17 +35,4 @@ func passwordsIn(conn string) []string {
 		}
 	}
 	return slices.DeleteFunc(found, func(pw string) bool { return pw == "" })
-}
-
-// scrub is text with password removed, raw, query-escaped and path-escaped: the forms a URL
-// may carry it in. It is the domain's scrub (domain/say.go), word for word, so that a
-// password reads the same (***) wherever it was removed.
-func scrub(text, password string) string {
-	if password == "" {
-		return text
-	}
-	for _, form := range []string{password, url.QueryEscape(password), url.PathEscape(password)} {
-		text = strings.ReplaceAll(text, form, "***")
-	}
-	return text
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 
 	"github.com/novox/postgres-provider/ports"
@@ -68,19 +67,8 @@ func (h *Harness) scrubbed(c *consumer, err error) string {
 	if c != nil {
 		own = c.password
 	}
-	text := scrub(err.Error(), own)
+	text := Scrub(err.Error(), own)
 	for _, form := range h.consumers.secrets.in(text) {
-		text = strings.ReplaceAll(text, form, "***")
-	}
-	return text
-}
-
-// scrub is text with password removed, raw, query-escaped and path-escaped.
-func scrub(text, password string) string {
-	if password == "" {
-		return text
-	}
-	for _, form := range []string{password, url.QueryEscape(password), url.PathEscape(password)} {
 		text = strings.ReplaceAll(text, form, "***")
 	}
 	return text

@@ -96,3 +96,16 @@ func (x *secretIndex) in(text string) []string {
 	})
 	return found
 }
+
+// Scrub is text with password removed, raw, query-escaped and path-escaped: the forms an
+// error or a URL may carry it in. It is the one redaction of the project: the loop scrubs
+// every error it says with it, and app the database URL's password from what it says of it.
+func Scrub(text, password string) string {
+	if password == "" {
+		return text
+	}
+	for _, form := range []string{password, url.QueryEscape(password), url.PathEscape(password)} {
+		text = strings.ReplaceAll(text, form, "***")
+	}
+	return text
+}
