@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -61,7 +61,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	// (a start, a take-over) runs PBKDF2 once for each.
 	// A provider that is not a superuser cannot read them: it logs in with the password below.
 	delegated := b.delegated()
-	workOn(len(index), runtime.GOMAXPROCS(0), func(k int) {
+	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
 		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, plans[i].role)
 	})
@@ -83,7 +83,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		deep = append(deep, k)
 	}
 	var timedOut atomic.Bool
-	workOn(len(deep), cap(b.databases), func(j int) {
+	boundedEach(len(deep), cap(b.databases), func(j int) {
 		k := deep[j]
 		i := index[k]
 		var release func()
@@ -152,20 +152,15 @@ func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, 
 	return b.catalog(cctx, conn, roles, databases, named, consumerSearchPath)
 }
 
-// workOn calls fn(0) ... fn(n-1) on at most workers goroutines, and returns when all have.
-func workOn(n, workers int, fn func(int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := int(next.Add(1)) - 1; k < n; k = int(next.Add(1)) - 1 {
-				fn(k)
-			}
-		}()
+// boundedEach calls fn(0) ... fn(n-1), at most limit at once, starting them in that order, and
+// returns when all have returned.
+func boundedEach(n, limit int, fn func(int)) {
+	var g errgroup.Group
+	g.SetLimit(max(1, limit))
+	for k := range n {
+		g.Go(func() error { fn(k); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // fn returns nothing to wait for but its end
 }
 
 // facts are what the catalog says of one consumer's role and database.
