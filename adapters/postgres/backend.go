@@ -269,21 +269,21 @@ func (b *Backend) Blocked() string { return b.blocked.text() }
 // what p says. Every name is checked before the first statement. Creates of one consumer,
 // from this process or another provider on the same server, are serialised by an advisory lock.
 func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
-	pl, err := b.planOf(p)
+	w, err := b.wantedOf(p)
 	if err != nil {
 		return err
 	}
 	if p.Password == "" {
-		return invalid(fmt.Errorf("create role %s: the minted password is empty", pl.role))
+		return invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
 	}
-	return b.locked(ctx, pl.role, func(ctx context.Context, conn *pgxpool.Conn) error {
-		if _, err := b.ensureRole(ctx, conn, pl, p.Password); err != nil {
-			return fmt.Errorf("create role %s: %w", pl.role, err)
+	return b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
+		if _, err := b.ensureRole(ctx, conn, w, p.Password); err != nil {
+			return fmt.Errorf("create role %s: %w", w.role, err)
 		}
-		if err := b.ensureDatabase(ctx, conn, pl.database, pl.role); err != nil {
-			return fmt.Errorf("create database %s: %w", pl.database, err)
+		if err := b.ensureDatabase(ctx, conn, w.database, w.role); err != nil {
+			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
-		return b.ensureExtensions(ctx, conn, pl)
+		return b.ensureExtensions(ctx, conn, w)
 	})
 }
 

@@ -28,20 +28,20 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	if len(ps) == 0 {
 		return out
 	}
-	plans := make([]plan, len(ps))
+	wants := make([]wanted, len(ps))
 	var roles, databases, named []string
 	index := make([]int, 0, len(ps)) // which of ps are asked about
 	for i, p := range ps {
-		pl, err := b.planOf(p)
+		w, err := b.wantedOf(p)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		plans[i] = pl
+		wants[i] = w
 		index = append(index, i)
-		roles = append(roles, pl.role)
-		databases = append(databases, pl.database)
-		for _, x := range pl.extensions {
+		roles = append(roles, w.role)
+		databases = append(databases, w.database)
+		for _, x := range w.extensions {
 			if !slices.Contains(named, x) {
 				named = append(named, x)
 			}
@@ -53,7 +53,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	facts, available, err := b.catalogWithin(ctx, each, roles, databases, named)
 	if err != nil {
 		for _, i := range index {
-			out[i].Err = fmt.Errorf("check %s: %w", plans[i].role, err)
+			out[i].Err = fmt.Errorf("check %s: %w", wants[i].role, err)
 		}
 		return out
 	}
@@ -63,20 +63,20 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	delegated := b.delegated()
 	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
-		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, plans[i].role)
+		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, wants[i].role)
 	})
 	var deep []int // the consumers whose databases must be looked into
 	for k, i := range index {
 		f := facts[k]
-		f.available = make([]string, 0, len(plans[i].extensions))
-		for _, x := range plans[i].extensions {
-			if _, refused := b.refusedExt.Load(plans[i].role + "/" + x); available[x] && b.allows(x) && !refused {
+		f.available = make([]string, 0, len(wants[i].extensions))
+		for _, x := range wants[i].extensions {
+			if _, refused := b.refusedExt.Load(wants[i].role + "/" + x); available[x] && b.allows(x) && !refused {
 				f.available = append(f.available, x)
 			}
 		}
-		f.wantLimit = plans[i].limit
+		f.wantLimit = wants[i].limit
 		facts[k] = f
-		if drift := b.drift(plans[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
+		if drift := b.drift(wants[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 			continue
 		}
@@ -93,19 +93,19 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		switch {
 		case err != nil:
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, err)
 			return
 		case release == nil || timedOut.Load():
 			if release != nil {
 				release()
 			}
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, ports.ErrNotAsked)
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, ports.ErrNotAsked)
 			return
 		}
 		dctx, cancel := context.WithTimeout(ctx, each)
 		defer cancel()
 		if delegated {
-			ok, err := b.logsIn(dctx, plans[i], ps[i].Password)
+			ok, err := b.logsIn(dctx, wants[i], ps[i].Password)
 			if err != nil || !ok || len(facts[k].available) == 0 {
 				release()
 			}
@@ -114,7 +114,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 					timedOut.Store(true)
 				}
-				out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", plans[i].role, err)
+				out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", wants[i].role, err)
 				return
 			case !ok:
 				out[i].Holding = ports.Holding{Drift: []string{"password"}}
@@ -124,12 +124,12 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				return
 			}
 		}
-		drift, err := b.inDatabase(dctx, plans[i], facts[k].available, release)
+		drift, err := b.inDatabase(dctx, wants[i], facts[k].available, release)
 		if err != nil {
 			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				timedOut.Store(true)
 			}
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, err)
 			return
 		}
 		if !facts[k].searchPath {
@@ -287,8 +287,8 @@ func (b *Backend) drift(role string, f facts) []string {
 // inDatabase is what drifted inside the consumer's database: the provider's schema (owned by a
 // superuser, the consumer's role may use it and nobody else create in it) and each of names
 // installed, asked on a read-only connection of its own in the slot release gives back.
-func (b *Backend) inDatabase(ctx context.Context, pl plan, names []string, release func()) ([]string, error) {
-	conn, err := b.connectIn(ctx, pl.database, true, release)
+func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, release func()) ([]string, error) {
+	conn, err := b.connectIn(ctx, w.database, true, release)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +303,7 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
                  FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
                  WHERE n.nspname = $1), false),
        ARRAY(SELECT extname::text FROM pg_catalog.pg_extension WHERE extname = ANY($3))`,
-		extensionSchema, pl.role, names).Scan(&schemaOK, &installed)
+		extensionSchema, w.role, names).Scan(&schemaOK, &installed)
 	if err != nil {
 		return nil, err
 	}
@@ -325,9 +325,9 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 // cannot read stored verifiers checks the password. ok is false only where the server refused the password; any other
 // refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
 // the database not accepting connections) is an error: the password could not be checked.
-func (b *Backend) logsIn(ctx context.Context, pl plan, password string) (ok bool, err error) {
+func (b *Backend) logsIn(ctx context.Context, w wanted, password string) (ok bool, err error) {
 	cfg := b.pool.Config().ConnConfig.Copy()
-	cfg.User, cfg.Password, cfg.Database = pl.role, password, pl.database
+	cfg.User, cfg.Password, cfg.Database = w.role, password, w.database
 	cfg.RuntimeParams = map[string]string{"application_name": b.application}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if pgCode(err) == invalidPassword {

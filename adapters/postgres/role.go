@@ -20,25 +20,25 @@ import (
 // made (unadoptable says why not); its password is rewritten only where the
 // stored verifier does not verify against the minted one, and nothing is written where nothing
 // differs. It answers whether the role was adopted.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, password string) (adopted bool, err error) {
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (adopted bool, err error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, quietSQL(b.delegated()))
 		if err != nil {
 			return err
 		}
-		f, err := b.factsOf(ctx, tx, pl.role)
+		f, err := b.factsOf(ctx, tx, w.role)
 		if err != nil {
 			return err
 		}
 		var had record
 		if f.exists {
-			had, err = b.ours(pl.role, f)
+			had, err = b.ours(w.role, f)
 			switch {
 			case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
-				return refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", pl.role))
+				return refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", w.role))
 			case errors.Is(err, errNotRecorded):
-				if why := unadoptable(f.standing, f.held, pl.database); why != "" {
-					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", pl.role, why))
+				if why := unadoptable(f.standing, f.held, w.database); why != "" {
+					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
 				}
 				adopted = true
 			case err != nil:
@@ -46,44 +46,44 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 			}
 		}
 		if f.memberships() {
-			if err := b.revokeMemberships(ctx, tx, pl.role); err != nil {
+			if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
 				return err
 			}
 		}
-		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
-		if !f.exists || !f.asMade() || f.limit != pl.limit || !verifies {
+		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
+		if !f.exists || !f.asMade() || f.limit != w.limit || !verifies {
 			var verifier string
 			if !verifies {
 				if verifier, err = scramVerifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
 					return err
 				}
 			}
-			if err := b.writeRole(ctx, tx, f.exists, pl, verifier); err != nil {
+			if err := b.writeRole(ctx, tx, f.exists, w, verifier); err != nil {
 				return err
 			}
 		}
-		if err := b.ownMembership(ctx, tx, pl.role); err != nil {
+		if err := b.ownMembership(ctx, tx, w.role); err != nil {
 			return err
 		}
 		// The databases the provider made for the consumer before (and that the role still
 		// owns) stay in its record beside the one it asks for now: a drop takes them all.
-		databases := []string{pl.database}
-		for _, db := range had.databases(pl.role) {
+		databases := []string{w.database}
+		for _, db := range had.databases(w.role) {
 			if slices.Contains(f.held.databases, db) && !slices.Contains(databases, db) {
 				databases = append(databases, db)
 			}
 		}
 		slices.Sort(databases)
-		want := record{V: recordVersion, Login: pl.role, Resource: b.resource, Database: pl.database, Databases: databases,
-			Derived: pl.derived, State: active}
+		want := record{V: recordVersion, Login: w.role, Resource: b.resource, Database: w.database, Databases: databases,
+			Derived: w.derived, State: active}
 		if adopted || !sameRecord(had, want) {
-			return setRecord(ctx, tx, pl.role, want)
+			return setRecord(ctx, tx, w.role, want)
 		}
 		return nil
 	})
 	if err == nil && adopted {
-		b.say(slog.LevelWarn, pl.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
-			"it now has the minted password and is managed like any other", pl.role, pl.role)
+		b.say(slog.LevelWarn, w.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+			"it now has the minted password and is managed like any other", w.role, w.role)
 	}
 	return adopted, err
 }
@@ -111,23 +111,23 @@ func quietSQL(delegated bool) string {
        set_config('pg_stat_statements.track_utility', 'off', true)`
 }
 
-// writeRole makes the role, or makes it again, as the definition says, with pl's connection
+// writeRole makes the role, or makes it again, as the definition says, with w's connection
 // limit and, where verifier is not empty, that password. A superuser sends the verifier in
 // the statement, on a transaction quietSQL kept out of every log. A provider that is not one
 // cannot quiet the server: it sends the verifier as a parameter of a function of its session's
 // own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
 // pg_stat_activity names no verifier, and an error inside it is raised again without the
 // statement it came from.
-func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, pl plan, verifier string) error {
+func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, w wanted, verifier string) error {
 	if !b.delegated() {
 		secret := ""
 		if verifier != "" {
 			secret = " PASSWORD " + literal(verifier)
 		}
-		_, err := tx.Exec(ctx, roleDDL(exists, false, pl.role, pl.limit, secret))
+		_, err := tx.Exec(ctx, roleDDL(exists, false, w.role, w.limit, secret))
 		return err
 	}
-	if _, err := tx.Exec(ctx, roleDDL(exists, true, pl.role, pl.limit, "")); err != nil {
+	if _, err := tx.Exec(ctx, roleDDL(exists, true, w.role, w.limit, "")); err != nil {
 		return err
 	}
 	if verifier == "" {
@@ -143,7 +143,7 @@ END
 $$`); err != nil {
 		return fmt.Errorf("make the function that sets a password: %w", err)
 	}
-	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", pl.role, verifier)
+	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", w.role, verifier)
 	return err
 }
 
