@@ -1,3 +1,6 @@
+// A consumer's extensions, in the provider's schema of its database, with the role's
+// search_path set to find them.
+
 package postgres
 
 import (
@@ -6,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,34 +26,6 @@ const extensionSchema = "extensions"
 // consumerSearchPath is the consumer's role's search_path in its database: its own schema and
 // public first, as PostgreSQL's default, then the extensions.
 const consumerSearchPath = `"$user", public, ` + extensionSchema
-
-// saidOnce remembers, per consumer and subject, what was last said of it, so that a thing is
-// said once until it changes. It is safe for concurrent use.
-type saidOnce struct {
-	mu   sync.Mutex
-	said map[string]string
-}
-
-// first reports whether text is not what was last said of key, and remembers it.
-func (s *saidOnce) first(key, text string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.said == nil {
-		s.said = map[string]string{}
-	}
-	if s.said[key] == text {
-		return false
-	}
-	s.said[key] = text
-	return true
-}
-
-// clear forgets what was said of key: said again should it come back.
-func (s *saidOnce) clear(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.said, key)
-}
 
 // allows is whether consumers may have the extension name (--allow-extensions).
 func (b *Backend) allows(name string) bool {

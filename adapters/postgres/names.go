@@ -1,3 +1,5 @@
+// Names: what one consumer asks for (wanted), every name validated before a statement holds it.
+
 package postgres
 
 import (

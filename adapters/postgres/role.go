@@ -1,3 +1,6 @@
+// A consumer's role: made, altered or adopted as the definition (standing.go) says, its
+// password sent as a verifier that no log sees; and what Create, Remove and Drop read of it first.
+
 package postgres
 
 import (
@@ -5,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -147,9 +149,35 @@ $$`); err != nil {
 	return err
 }
 
-// sameRecord is whether two records say the same.
-func sameRecord(a, b record) bool {
-	return a.V == b.V && a.Login == b.Login && a.Resource == b.Resource && a.Database == b.Database &&
-		slices.Equal(a.Databases, b.Databases) && a.State == b.State && a.Since == nil && b.Since == nil &&
-		(len(a.Derived) == 0 && len(b.Derived) == 0 || reflect.DeepEqual(a.Derived, b.Derived))
+// roleFacts is what Create, Remove and Drop need to know of a role before they touch it.
+type roleFacts struct {
+	exists bool
+	standing
+	held    holdings
+	comment *string
+	limit   int
+	// stored is the role's password verifier.
+	stored *string
+}
+
+// factsOf reads what roleFacts holds for role, in one round trip; a provider that is not a
+// superuser cannot read stored verifiers.
+func (b *Backend) factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
+	var f roleFacts
+	stored, join := "a.rolpassword", "LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid"
+	if b.delegated() {
+		stored, join = "NULL::text", ""
+	}
+	err := q.QueryRow(ctx, `WITH RECURSIVE r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1),
+roots AS (SELECT oid FROM r), `+sqlMemberships+`, `+sqlHeldCTE+`
+SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
+       `+sqlMembershipColumns+`,
+       `+sqlHeld+`,
+       pg_catalog.shobj_description(r.oid, 'pg_authid'), `+stored+`, coalesce(r.rolconnlimit, -1)
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN r ON true
+`+sqlMembershipJoins+`
+`+join, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
+		&f.memberOf, &f.grantedTo, &f.held.databases, &f.held.ownsIn, &f.held.grantedIn, &f.comment, &f.stored, &f.limit)
+	return f, err
 }

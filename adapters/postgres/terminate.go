@@ -1,0 +1,85 @@
+// Ending sessions: a withdrawn role's, others' in a consumer's database, the provider's own
+// before it drops one; where the provider may end them.
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// endSessionsSQL ends every session of the role $1.
+const endSessionsSQL = "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity " +
+	"WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()"
+
+// endSessions ends every session of role, where the provider may (maySignal says once where
+// it may not).
+func (b *Backend) endSessions(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) error {
+	if may, err := b.maySignal(ctx, q, role); err != nil || !may {
+		return err
+	}
+	if _, err := q.Exec(ctx, endSessionsSQL, role); err != nil {
+		return fmt.Errorf("end sessions of %s: %w", role, err)
+	}
+	return nil
+}
+
+// endOwnSessions ends the provider's own sessions in db, and waits until they are gone.
+func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
+	for {
+		var left int
+		err := conn.QueryRow(ctx, `SELECT count(*), count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
+WHERE datname = $1 AND usename = current_user AND pid <> pg_catalog.pg_backend_pid()`, db).Scan(&left, new(int))
+		if err != nil || left == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the provider's own sessions in %s did not end: %w", db, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// endOthers ends the sessions in db of everyone but its owner role and superusers, where the
+// provider may end them, and answers how many it ended.
+func (b *Backend) endOthers(ctx context.Context, conn *pgxpool.Conn, db, role string) (int, error) {
+	var ended int
+	err := conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()
+  AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`, db, role).Scan(&ended)
+	return ended, err
+}
+
+// sqlMaySignal is whether the provider may end the sessions of the role $1: a superuser, a
+// member of pg_signal_backend, or one that has the role's privileges.
+const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role($1::text::name, 'USAGE')`
+
+// maySignal is whether the provider may end role's sessions; where it may not, that is said
+// once, naming what its role lacks.
+func (b *Backend) maySignal(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) (bool, error) {
+	var may bool
+	if err := q.QueryRow(ctx, sqlMaySignal, role).Scan(&may); err != nil {
+		return false, err
+	}
+	if !may && b.said.first("signal/"+role, "lacks") {
+		b.say(slog.LevelWarn, role, "%s: its sessions are not ended: the provider's role %s may not end them "+
+			"(GRANT pg_signal_backend TO %s); they end when they disconnect", role, b.self, b.self)
+	}
+	if may {
+		b.said.clear("signal/" + role)
+	}
+	return may, nil
+}
