@@ -238,8 +238,8 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 // refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
 // the database not accepting connections) is an error: the password could not be checked.
 func (b *Backend) logsIn(ctx context.Context, w wanted, password string) (ok bool, err error) {
-	cfg := b.pool.Config().ConnConfig.Copy()
-	cfg.User, cfg.Password, cfg.Database = w.role, password, w.database
+	cfg := b.configIn(w.database)
+	cfg.User, cfg.Password = w.role, password
 	cfg.RuntimeParams = map[string]string{"application_name": b.application}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if pgCode(err) == invalidPassword {

@@ -51,8 +51,7 @@ func (b *Backend) slot(ctx context.Context) (release func(), err error) {
 // connectIn opens a connection to db as the provider in a slot already taken, which release
 // gives back (at once, where the connection cannot be opened).
 func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, release func()) (*dbConn, error) {
-	cfg := b.pool.Config().ConnConfig.Copy()
-	cfg.Database = db
+	cfg := b.configIn(db)
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
@@ -71,4 +70,12 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 		return nil, err
 	}
 	return &dbConn{Conn: conn, release: release}, nil
+}
+
+// configIn is a copy of the pool's connection settings (the server's address, TLS, the version
+// check every connection makes) for a connection to db.
+func (b *Backend) configIn(db string) *pgx.ConnConfig {
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.Database = db
+	return cfg
 }

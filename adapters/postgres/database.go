@@ -74,7 +74,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 		}
 	}
 	if len(f.open) > 0 {
-		ended, err := b.endOthers(ctx, conn, db, role)
+		ended, err := terminate(ctx, conn, othersIn, db, role)
 		if err != nil {
 			return fmt.Errorf("end the sessions of others: %w", err)
 		}

@@ -107,19 +107,25 @@ func (r record) managed(as string) ports.Managed {
 // roles and databases (its mode, read afresh each time). Its error says what is wrong with the
 // server, and what to do.
 func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
+	// One round trip: the provider's standing on the server, then the records.
+	batch := &pgx.Batch{}
+	batch.Queue(sqlServerRole)
+	batch.Queue(`
+SELECT r.rolname::text, d.description
+FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
+  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
+	results := b.pool.SendBatch(ctx, batch)
+	defer results.Close()
 	var super, createRole, createDB bool
 	var version int
 	var loud []string
-	if err := b.pool.QueryRow(ctx, sqlServerRole).Scan(&super, &createRole, &createDB, &version, &loud); err != nil {
+	if err := results.QueryRow().Scan(&super, &createRole, &createDB, &version, &loud); err != nil {
 		return nil, b.serverError(err)
 	}
 	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
 		return nil, err
 	}
-	rows, err := b.pool.Query(ctx, `
-SELECT r.rolname::text, d.description
-FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
-  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
+	rows, err := results.Query()
 	if err != nil {
 		return nil, b.serverError(err)
 	}

@@ -10,24 +10,44 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// endSessionsSQL ends every session of the role $1.
-const endSessionsSQL = "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity " +
-	"WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()"
+// sessions selects, in pg_stat_activity a joined to the session's role r, sessions one of the
+// provider's statements ends; never the one that asks.
+type sessions string
+
+const (
+	// ofRole are every session of the role $1.
+	ofRole sessions = `a.usename = $1`
+	// othersIn are the sessions in the database $1 of everyone but its owner, the role $2, and
+	// superusers, that the provider may end.
+	othersIn sessions = `a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper
+  AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`
+	// ownIn are the provider's own sessions in the database $1.
+	ownIn sessions = `a.datname = $1 AND a.usename = current_user`
+)
+
+// terminate ends the sessions which selects, and answers how many it asked to end.
+func terminate(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, which sessions, args ...any) (int, error) {
+	var ended int
+	err := q.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.pid <> pg_catalog.pg_backend_pid() AND `+string(which), args...).Scan(&ended)
+	return ended, err
+}
 
 // endSessions ends every session of role, where the provider may (maySignal says once where
 // it may not).
 func (b *Backend) endSessions(ctx context.Context, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, role string) error {
 	if may, err := b.maySignal(ctx, q, role); err != nil || !may {
 		return err
 	}
-	if _, err := q.Exec(ctx, endSessionsSQL, role); err != nil {
+	if _, err := terminate(ctx, q, ofRole, role); err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}
 	return nil
@@ -36,9 +56,7 @@ func (b *Backend) endSessions(ctx context.Context, q interface {
 // endOwnSessions ends the provider's own sessions in db, and waits until they are gone.
 func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
 	for {
-		var left int
-		err := conn.QueryRow(ctx, `SELECT count(*), count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
-WHERE datname = $1 AND usename = current_user AND pid <> pg_catalog.pg_backend_pid()`, db).Scan(&left, new(int))
+		left, err := terminate(ctx, conn, ownIn, db)
 		if err != nil || left == 0 {
 			return err
 		}
@@ -48,17 +66,6 @@ WHERE datname = $1 AND usename = current_user AND pid <> pg_catalog.pg_backend_p
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-// endOthers ends the sessions in db of everyone but its owner role and superusers, where the
-// provider may end them, and answers how many it ended.
-func (b *Backend) endOthers(ctx context.Context, conn *pgxpool.Conn, db, role string) (int, error) {
-	var ended int
-	err := conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
-JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
-WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()
-  AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`, db, role).Scan(&ended)
-	return ended, err
 }
 
 // sqlMaySignal is whether the provider may end the sessions of the role $1: a superuser, a
