@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // BenchmarkFileChangeToRole is the time from the mesh replacing the contributions file to the
@@ -68,17 +69,15 @@ func BenchmarkFileChangeToRole(b *testing.B) {
 	}
 }
 
-// await polls until sql counts one row, for up to 30 s.
+// await polls until sql counts one row, for up to 30 s, every millisecond: what is measured is
+// how soon it does.
 func await(b *testing.B, conn *pgx.Conn, sql string) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err := poll.Until(ctx, sql, 30*time.Second, time.Millisecond, func() (bool, error) {
 		var n int
-		if err := conn.QueryRow(ctx, sql).Scan(&n); err == nil && n == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("never: %s", sql)
-		}
-		time.Sleep(time.Millisecond)
+		err := conn.QueryRow(ctx, sql).Scan(&n)
+		return err == nil && n == 1, nil
+	})
+	if err != nil {
+		b.Fatalf("never: %s", sql)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // binary is the provisioner built for these tests, and runner what `make run` runs.
@@ -184,17 +185,11 @@ func (p *proc) passes(n int) {
 }
 
 // eventually polls cond until it holds or a deadline passes: the provisioner runs on its own.
+// A bound on a wait, not a guess of how long it takes: a loaded 2-core machine shared with
+// other test runs took more than 30 s to create 40 consumers.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	// A bound on a wait, not a guess of how long it takes: a loaded 2-core machine shared with
-	// other test runs took more than 30 s to create 40 consumers.
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, what, 2*time.Minute, cond)
 }
 
 func freeAddr(t *testing.T) string {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // A free port (freeAddr) is free when it is chosen, not when the provisioner binds it: on a
@@ -20,17 +22,18 @@ import (
 // because the address was taken.
 func (p *proc) bound() bool {
 	_, port, _ := net.SplitHostPort(p.listen)
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	bound := true // not bound within a minute: the test sees what it sees
+	poll.Within(time.Minute, func() bool {
 		select {
 		case <-p.g.Exited():
-			return !strings.Contains(p.stderr.String(), "address already in use")
+			bound = !strings.Contains(p.stderr.String(), "address already in use")
+			return true
 		default:
 		}
-		if held, known := listens(p.g.Pid(), port); held || !known {
-			return true
-		}
-	}
-	return true // not bound within a minute: the test sees what it sees
+		held, known := listens(p.g.Pid(), port)
+		return held || !known
+	})
+	return bound
 }
 
 // listens reports whether process pid holds a listening TCP socket on 127.0.0.1:port; known is

@@ -1,3 +1,6 @@
+// HoldsAll: every consumer checked against what Create makes, in one catalog round trip, then
+// the databases with extensions, bounded by the slots.
+
 package postgres
 
 import (
@@ -6,12 +9,11 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -28,20 +30,20 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	if len(ps) == 0 {
 		return out
 	}
-	plans := make([]plan, len(ps))
+	wants := make([]wanted, len(ps))
 	var roles, databases, named []string
 	index := make([]int, 0, len(ps)) // which of ps are asked about
 	for i, p := range ps {
-		pl, err := b.planOf(p)
+		w, err := b.wantedOf(p)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		plans[i] = pl
+		wants[i] = w
 		index = append(index, i)
-		roles = append(roles, pl.role)
-		databases = append(databases, pl.database)
-		for _, x := range pl.extensions {
+		roles = append(roles, w.role)
+		databases = append(databases, w.database)
+		for _, x := range w.extensions {
 			if !slices.Contains(named, x) {
 				named = append(named, x)
 			}
@@ -53,7 +55,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	facts, available, err := b.catalogWithin(ctx, each, roles, databases, named)
 	if err != nil {
 		for _, i := range index {
-			out[i].Err = fmt.Errorf("check %s: %w", plans[i].role, err)
+			out[i].Err = fmt.Errorf("check %s: %w", wants[i].role, err)
 		}
 		return out
 	}
@@ -61,29 +63,29 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	// (a start, a take-over) runs PBKDF2 once for each.
 	// A provider that is not a superuser cannot read them: it logs in with the password below.
 	delegated := b.delegated()
-	workOn(len(index), runtime.GOMAXPROCS(0), func(k int) {
+	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
-		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, plans[i].role)
+		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, wants[i].role)
 	})
 	var deep []int // the consumers whose databases must be looked into
 	for k, i := range index {
 		f := facts[k]
-		f.available = make([]string, 0, len(plans[i].extensions))
-		for _, x := range plans[i].extensions {
-			if _, refused := b.refusedExt.Load(plans[i].role + "/" + x); available[x] && b.allows(x) && !refused {
+		f.available = make([]string, 0, len(wants[i].extensions))
+		for _, x := range wants[i].extensions {
+			if _, refused := b.refusedExt.Load(wants[i].role + "/" + x); available[x] && b.allows(x) && !refused {
 				f.available = append(f.available, x)
 			}
 		}
-		f.wantLimit = plans[i].limit
+		f.wantLimit = wants[i].limit
 		facts[k] = f
-		if drift := b.drift(plans[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
+		if drift := b.drift(wants[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 			continue
 		}
 		deep = append(deep, k)
 	}
 	var timedOut atomic.Bool
-	workOn(len(deep), cap(b.databases), func(j int) {
+	boundedEach(len(deep), cap(b.databases), func(j int) {
 		k := deep[j]
 		i := index[k]
 		var release func()
@@ -93,19 +95,19 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		switch {
 		case err != nil:
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, err)
 			return
 		case release == nil || timedOut.Load():
 			if release != nil {
 				release()
 			}
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, ports.ErrNotAsked)
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, ports.ErrNotAsked)
 			return
 		}
 		dctx, cancel := context.WithTimeout(ctx, each)
 		defer cancel()
 		if delegated {
-			ok, err := b.logsIn(dctx, plans[i], ps[i].Password)
+			ok, err := b.logsIn(dctx, wants[i], ps[i].Password)
 			if err != nil || !ok || len(facts[k].available) == 0 {
 				release()
 			}
@@ -114,7 +116,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 					timedOut.Store(true)
 				}
-				out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", plans[i].role, err)
+				out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", wants[i].role, err)
 				return
 			case !ok:
 				out[i].Holding = ports.Holding{Drift: []string{"password"}}
@@ -124,12 +126,12 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				return
 			}
 		}
-		drift, err := b.inDatabase(dctx, plans[i], facts[k].available, release)
+		drift, err := b.inDatabase(dctx, wants[i], facts[k].available, release)
 		if err != nil {
 			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				timedOut.Store(true)
 			}
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", plans[i].database, err)
+			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, err)
 			return
 		}
 		if !facts[k].searchPath {
@@ -140,110 +142,15 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	return out
 }
 
-// catalogWithin is catalog on a connection of the pool, within each from when it has one.
-func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, databases, named []string) ([]facts, map[string]bool, error) {
-	conn, err := b.pool.Acquire(ctx)
-	if err != nil {
-		return nil, nil, err
+// boundedEach calls fn(0) ... fn(n-1), at most limit at once, starting them in that order, and
+// returns when all have returned.
+func boundedEach(n, limit int, fn func(int)) {
+	var g errgroup.Group
+	g.SetLimit(max(1, limit))
+	for k := range n {
+		g.Go(func() error { fn(k); return nil })
 	}
-	defer conn.Release()
-	cctx, cancel := context.WithTimeout(ctx, each)
-	defer cancel()
-	return b.catalog(cctx, conn, roles, databases, named, consumerSearchPath)
-}
-
-// workOn calls fn(0) ... fn(n-1) on at most workers goroutines, and returns when all have.
-func workOn(n, workers int, fn func(int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := int(next.Add(1)) - 1; k < n; k = int(next.Add(1)) - 1 {
-				fn(k)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// facts are what the catalog says of one consumer's role and database.
-type facts struct {
-	role, database    bool // they exist
-	standing               // the role against the definition
-	stored, comment   *string
-	limit, wantLimit  int
-	owner, open       bool     // the role owns the database; others may connect to it
-	provides          bool     // the provider may connect to it and create in it
-	allowed, template bool     // datallowconn, datistemplate
-	searchPath        bool     // the role's search_path in the database is the provider's
-	verifies          bool     // the stored password was made from the minted one
-	available         []string // the extensions it names that the server has
-}
-
-// catalog asks, in one round trip, what the server holds of each role and database, and which
-// of the named extensions it has available (listing those reads every control file, so only
-// where some are named).
-func (b *Backend) catalog(ctx context.Context, conn *pgxpool.Conn, roles, databases, named []string, searchPath string) ([]facts, map[string]bool, error) {
-	batch := &pgx.Batch{}
-	relation, stored := "pg_catalog.pg_authid", "r.rolpassword"
-	if b.delegated() { // stored verifiers are a superuser's to read
-		relation, stored = "pg_catalog.pg_roles", "NULL::text"
-	}
-	batch.Queue(`WITH RECURSIVE w AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)),
-roots AS (SELECT r.oid FROM `+relation+` r JOIN w ON r.rolname = w.role), `+sqlMemberships+`
-SELECT r.oid IS NOT NULL, d.oid IS NOT NULL,
-       coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
-       `+sqlMembershipColumns+`,
-       `+stored+`, pg_catalog.shobj_description(r.oid, 'pg_authid'), coalesce(r.rolconnlimit, -1),
-       coalesce(d.datdba = r.oid, false),
-       coalesce(EXISTS (SELECT 1 FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
-                        WHERE a.privilege_type = 'CONNECT' AND `+sqlOthers+`), false),
-       coalesce(pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE'), false),
-       coalesce(d.datallowconn, false), coalesce(d.datistemplate, false),
-       coalesce((SELECT 'search_path=' || $3 = ANY(s.setconfig) FROM pg_catalog.pg_db_role_setting s
-                 WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false)
-FROM w
-LEFT JOIN `+relation+` r ON r.rolname = w.role
-LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
-`+sqlMembershipJoins+`
-ORDER BY w.i`, roles, databases, searchPath)
-	if len(named) > 0 {
-		batch.Queue("SELECT name::text FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
-	}
-	results := conn.SendBatch(ctx, batch)
-	defer results.Close()
-	rows, err := results.Query()
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]facts, 0, len(roles))
-	var f facts
-	_, err = pgx.ForEachRow(rows, []any{&f.role, &f.database, &f.login, &f.attributes, &f.forever, &f.expired,
-		&f.memberOf, &f.grantedTo, &f.stored, &f.comment,
-		&f.limit, &f.owner, &f.open, &f.provides, &f.allowed, &f.template, &f.searchPath}, func() error {
-		out = append(out, f)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	available := map[string]bool{}
-	if len(named) > 0 {
-		rows, err := results.Query()
-		if err != nil {
-			return nil, nil, err
-		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, x := range names {
-			available[x] = true
-		}
-	}
-	return out, available, nil
+	_ = g.Wait() // fn returns nothing to wait for but its end
 }
 
 // drift is what differs between what the catalog says of a consumer and what Create makes, in
@@ -292,8 +199,8 @@ func (b *Backend) drift(role string, f facts) []string {
 // inDatabase is what drifted inside the consumer's database: the provider's schema (owned by a
 // superuser, the consumer's role may use it and nobody else create in it) and each of names
 // installed, asked on a read-only connection of its own in the slot release gives back.
-func (b *Backend) inDatabase(ctx context.Context, pl plan, names []string, release func()) ([]string, error) {
-	conn, err := b.connectIn(ctx, pl.database, true, release)
+func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, release func()) ([]string, error) {
+	conn, err := b.connectIn(ctx, w.database, true, release)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +215,7 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
                  FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
                  WHERE n.nspname = $1), false),
        ARRAY(SELECT extname::text FROM pg_catalog.pg_extension WHERE extname = ANY($3))`,
-		extensionSchema, pl.role, names).Scan(&schemaOK, &installed)
+		extensionSchema, w.role, names).Scan(&schemaOK, &installed)
 	if err != nil {
 		return nil, err
 	}
@@ -330,9 +237,9 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 // cannot read stored verifiers checks the password. ok is false only where the server refused the password; any other
 // refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
 // the database not accepting connections) is an error: the password could not be checked.
-func (b *Backend) logsIn(ctx context.Context, pl plan, password string) (ok bool, err error) {
-	cfg := b.pool.Config().ConnConfig.Copy()
-	cfg.User, cfg.Password, cfg.Database = pl.role, password, pl.database
+func (b *Backend) logsIn(ctx context.Context, w wanted, password string) (ok bool, err error) {
+	cfg := b.configIn(w.database)
+	cfg.User, cfg.Password = w.role, password
 	cfg.RuntimeParams = map[string]string{"application_name": b.application}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if pgCode(err) == invalidPassword {

@@ -1,3 +1,5 @@
+// A consumer's database: made closed, owned by its role, connectable by nobody else, then opened.
+
 package postgres
 
 import (
@@ -72,7 +74,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 		}
 	}
 	if len(f.open) > 0 {
-		ended, err := b.endOthers(ctx, conn, db, role)
+		ended, err := terminate(ctx, conn, othersIn, db, role)
 		if err != nil {
 			return fmt.Errorf("end the sessions of others: %w", err)
 		}
@@ -113,15 +115,4 @@ func (b *Backend) closeAndOpen(ctx context.Context, tx pgx.Tx, db string, f dbFa
 		}
 	}
 	return nil
-}
-
-// endOthers ends the sessions in db of everyone but its owner role and superusers, where the
-// provider may end them, and answers how many it ended.
-func (b *Backend) endOthers(ctx context.Context, conn *pgxpool.Conn, db, role string) (int, error) {
-	var ended int
-	err := conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
-JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
-WHERE a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper AND a.pid <> pg_catalog.pg_backend_pid()
-  AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`, db, role).Scan(&ended)
-	return ended, err
 }

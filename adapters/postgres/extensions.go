@@ -1,3 +1,6 @@
+// A consumer's extensions, in the provider's schema of its database, with the role's
+// search_path set to find them.
+
 package postgres
 
 import (
@@ -6,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,34 +27,6 @@ const extensionSchema = "extensions"
 // public first, as PostgreSQL's default, then the extensions.
 const consumerSearchPath = `"$user", public, ` + extensionSchema
 
-// saidOnce remembers, per consumer and subject, what was last said of it, so that a thing is
-// said once until it changes. It is safe for concurrent use.
-type saidOnce struct {
-	mu   sync.Mutex
-	said map[string]string
-}
-
-// first reports whether text is not what was last said of key, and remembers it.
-func (s *saidOnce) first(key, text string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.said == nil {
-		s.said = map[string]string{}
-	}
-	if s.said[key] == text {
-		return false
-	}
-	s.said[key] = text
-	return true
-}
-
-// clear forgets what was said of key: said again should it come back.
-func (s *saidOnce) clear(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.said, key)
-}
-
 // allows is whether consumers may have the extension name (--allow-extensions).
 func (b *Backend) allows(name string) bool {
 	return b.allowed == nil || slices.Contains(b.allowed, name)
@@ -66,17 +40,17 @@ type extension struct {
 	schema string
 }
 
-// wanted answers which of pl's extensions are to be created, and says, once per consumer and
-// extension until that changes, those that are not: not allowed here (--allow-extensions), or
-// not available on this server.
-func (b *Backend) wanted(ctx context.Context, q querier, pl plan) ([]extension, error) {
-	if len(pl.extensions) == 0 {
+// extensionsToCreate answers which of w's extensions are to be created, and says, once per
+// consumer and extension until that changes, those that are not: not allowed here
+// (--allow-extensions), or not available on this server.
+func (b *Backend) extensionsToCreate(ctx context.Context, q querier, w wanted) ([]extension, error) {
+	if len(w.extensions) == 0 {
 		return nil, nil
 	}
 	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(v.schema::text, '')
 FROM pg_catalog.pg_available_extensions e
 LEFT JOIN pg_catalog.pg_available_extension_versions v ON v.name = e.name AND v.version = e.default_version
-WHERE e.name = ANY($1)`, pl.extensions)
+WHERE e.name = ANY($1)`, w.extensions)
 	if err != nil {
 		return nil, fmt.Errorf("list available extensions: %w", err)
 	}
@@ -86,17 +60,17 @@ WHERE e.name = ANY($1)`, pl.extensions)
 		return nil, fmt.Errorf("list available extensions: %w", err)
 	}
 	var out []extension
-	for _, name := range pl.extensions {
-		key := pl.role + "/" + name
+	for _, name := range w.extensions {
+		key := w.role + "/" + name
 		i := slices.IndexFunc(have, func(e extension) bool { return e.name == name })
 		switch {
 		case !b.allows(name):
 			if b.said.first(key, "refused") {
-				b.say(slog.LevelWarn, pl.role, "%s: extension %s is not allowed on this server (--allow-extensions); skipped", pl.role, name)
+				b.say(slog.LevelWarn, w.role, "%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 			}
 		case i < 0:
 			if b.said.first(key, "unavailable") {
-				b.say(slog.LevelWarn, pl.role, "%s: extension %s is not available on this server; skipped", pl.role, name)
+				b.say(slog.LevelWarn, w.role, "%s: extension %s is not available on this server; skipped", w.role, name)
 			}
 		default:
 			b.said.clear(key)
@@ -111,33 +85,33 @@ WHERE e.name = ANY($1)`, pl.extensions)
 // control file fixes, where that is not one the consumer can write), and gives the consumer's
 // role that schema on its search path there. An extension already installed stays where it
 // is; one the consumer can tamper with because it is in public is said once.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl plan) error {
-	want, err := b.wanted(ctx, conn, pl)
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
+	want, err := b.extensionsToCreate(ctx, conn, w)
 	if err != nil || len(want) == 0 {
 		return err
 	}
-	db, err := b.connectTo(ctx, pl.database, false)
+	db, err := b.connectTo(ctx, w.database, false)
 	if err != nil {
-		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
+		return fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	if err := b.ensureSchema(ctx, db.Conn, pl.role); err != nil {
-		return fmt.Errorf("create extensions in %s: %w", pl.database, err)
+	if err := b.ensureSchema(ctx, db.Conn, w.role); err != nil {
+		return fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
 	if err != nil {
-		return fmt.Errorf("list extensions in %s: %w", pl.database, err)
+		return fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
 	installed := map[string]string{}
 	var name, schema string
 	if _, err := pgx.ForEachRow(rows, []any{&name, &schema}, func() error { installed[name] = schema; return nil }); err != nil {
-		return fmt.Errorf("list extensions in %s: %w", pl.database, err)
+		return fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
 	for _, x := range want {
 		if in, ok := installed[x.name]; ok {
-			if in == "public" && b.said.first(pl.role+"/"+x.name+"/public", "public") {
-				b.say(slog.LevelWarn, pl.role, "%s: extension %s is installed in schema public of %s, where the consumer can write; "+
-					"it stays there (drop it to have it made again in %s)", pl.role, x.name, pl.database, extensionSchema)
+			if in == "public" && b.said.first(w.role+"/"+x.name+"/public", "public") {
+				b.say(slog.LevelWarn, w.role, "%s: extension %s is installed in schema public of %s, where the consumer can write; "+
+					"it stays there (drop it to have it made again in %s)", w.role, x.name, w.database, extensionSchema)
 			}
 			continue
 		}
@@ -146,7 +120,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl p
 			if x.schema != "pg_catalog" && x.schema != extensionSchema {
 				return refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
 					"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
-					x.name, pl.database, x.schema))
+					x.name, w.database, x.schema))
 			}
 			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " CASCADE"
 		}
@@ -154,18 +128,18 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, pl p
 			if b.delegated() && pgCode(err) == insufficientPrivilege {
 				// The server does not let a provider that is not a superuser create it (not
 				// trusted, not on the platform's allow-list): said once, and the rest go on.
-				if b.said.first(pl.role+"/"+x.name+"/refused", pgMessage(err)) {
-					b.say(slog.LevelWarn, pl.role, "%s: extension %s is refused by the server (%s); skipped", pl.role, x.name, pgMessage(err))
+				if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
+					b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
 				}
-				b.refusedExt.Store(pl.role+"/"+x.name, true)
+				b.refusedExt.Store(w.role+"/"+x.name, true)
 				continue
 			}
-			return fmt.Errorf("create extension %s in %s: %w", x.name, pl.database, err)
+			return fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
 		}
-		b.refusedExt.Delete(pl.role + "/" + x.name)
-		b.said.clear(pl.role + "/" + x.name + "/refused")
+		b.refusedExt.Delete(w.role + "/" + x.name)
+		b.said.clear(w.role + "/" + x.name + "/refused")
 	}
-	return ensureSearchPath(ctx, conn, pl)
+	return ensureSearchPath(ctx, conn, w)
 }
 
 // ensureSchema makes the provider's schema in the connected database, or checks that the one
@@ -200,15 +174,15 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 
 // ensureSearchPath sets the consumer's role's search_path in its database, where it is not
 // already what the provider sets.
-func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, pl plan) error {
+func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
 	var ok bool
 	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT 'search_path='||$3 = ANY(s.setconfig)
 	FROM pg_catalog.pg_db_role_setting s
 	JOIN pg_catalog.pg_roles r ON r.oid = s.setrole JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
-	WHERE r.rolname = $1 AND d.datname = $2), false)`, pl.role, pl.database, consumerSearchPath).Scan(&ok)
+	WHERE r.rolname = $1 AND d.datname = $2), false)`, w.role, w.database, consumerSearchPath).Scan(&ok)
 	if err != nil || ok {
 		return err
 	}
-	_, err = conn.Exec(ctx, "ALTER ROLE "+ident(pl.role)+" IN DATABASE "+ident(pl.database)+" SET search_path = "+consumerSearchPath)
+	_, err = conn.Exec(ctx, "ALTER ROLE "+ident(w.role)+" IN DATABASE "+ident(w.database)+" SET search_path = "+consumerSearchPath)
 	return err
 }

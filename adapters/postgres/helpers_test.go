@@ -58,6 +58,27 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
+// newEnvOwn is an env on a server of the test's own, stopped with the test, for a test whose
+// scale would slow every other on the shared server (20,000 roles lengthen each scan of the
+// catalog's roles); the shared server where this machine has no server binaries.
+func newEnvOwn(t testing.TB) *env {
+	t.Helper()
+	if !pgserver.Available() {
+		t.Log("no server binaries on this machine: on the shared server")
+		return newEnv(t)
+	}
+	s, err := pgserver.Start(pgserver.Options{})
+	is.New(t).NoErr(err) // a server of its own
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stop the test's own server: %v", err)
+		}
+	})
+	e := &env{t: t, srv: &pgserver.TestServer{URL: s.URL, Local: s}, log: &recLogger{}}
+	e.b = e.backend(e.srv.URL)
+	return e
+}
+
 // backend is another Backend on the server, with its own URL.
 func (e *env) backend(url string) *postgres.Backend {
 	e.t.Helper()

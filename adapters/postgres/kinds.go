@@ -1,3 +1,5 @@
+// The kinds of the adapter's errors (ports.ErrRefused, ErrInvalid, ErrTransient).
+
 package postgres
 
 import "github.com/novox/postgres-provider/ports"

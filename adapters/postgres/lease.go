@@ -1,3 +1,5 @@
+// The Lease: a session-level advisory lock of the resource, on a connection of its own.
+
 package postgres
 
 import (

@@ -1,3 +1,6 @@
+// The provider's locks: the per-login advisory lock a Create, Remove or Drop runs under, and
+// what it does about whoever holds one of its keys, or a managed role's row, in its way.
+
 package postgres
 
 import (
@@ -7,8 +10,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Advisory locks are per database, and any login that may connect to the provider's database
@@ -28,6 +33,66 @@ const (
 	loginKey = "pg_catalog.hashtextextended('novox-provisioner/' || $1, 0)"
 	leaseKey = "pg_catalog.hashtextextended('novox-provisioner-leader/' || $1, 0)"
 )
+
+// locked runs fn on one connection while it holds the advisory lock for the consumer's login,
+// all within the Backend's timeout. The lock is the server's, so two providers, or two Creates
+// here, never interleave on one consumer.
+func (b *Backend) locked(ctx context.Context, role string, fn func(context.Context, *pgxpool.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return b.connectError(err)
+	}
+	defer conn.Release()
+	// Transaction sampling is decided as a transaction starts, so it is turned off for the
+	// session here, before the role's transaction, which may carry a verifier. Only a superuser
+	// may; a server that samples is refused in delegated mode (quiet). Whether a prepared
+	// transaction holds the role's row is asked in the same statement (pg_authid: a superuser's
+	// question only).
+	sampling := "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
+	rowHeld := rowHeldSQL
+	if b.delegated() {
+		sampling, rowHeld = "true", "false"
+	}
+	var took, heldRow bool
+	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling+", "+rowHeld, role).Scan(&took, new(bool), &heldRow)
+	if err == nil && !took {
+		// Held, or waited for, by somebody: sessions and prepared transactions that are not a
+		// superuser's are ended (a consumer may take another's key in the provider's
+		// database); another provider's are waited for, at most lock_timeout.
+		if _, err = b.evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role); err == nil {
+			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+loginKey+")", role)
+		}
+	}
+	if err == nil && heldRow {
+		// A prepared transaction changed the role (ALTER ROLE self ...; PREPARE TRANSACTION):
+		// every statement on the role would wait for it to its lock_timeout, every pass.
+		err = b.freeRow(ctx, conn.Conn(), role)
+	}
+	if err != nil {
+		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_catalog.pg_advisory_unlock("+loginKey+")", role); err != nil {
+			// A session that cannot unlock must not go back to the pool holding the lock.
+			_ = conn.Conn().Close(uctx)
+		}
+	}()
+	return b.lockError(fn(ctx, conn))
+}
+
+// lockError says where err is a statement that waited on somebody else's lock for longer than
+// the lock timeout, which is transient. Whether and when it is tried again is the loop's to say.
+func (b *Backend) lockError(err error) error {
+	if pgCode(err) == lockNotAvailable {
+		return transient(fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?)",
+			err, b.lockWait))
+	}
+	return err
+}
 
 // holdersOf is the query that answers who, but this session, holds or waits for the advisory
 // lock of key in this database: sessions (pid, with gid "") and prepared transactions (gid and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // A consumer may log in to the provider's database (PUBLIC may connect to postgres by
@@ -38,7 +39,7 @@ func holdKey(t *testing.T, e *env, user, password, key, arg string) (holder, wai
 			waiter.PgConn().PID()).Scan(&n)
 		return n == 1
 	}
-	if !within(30*time.Second, waits) {
+	if !poll.Within(30*time.Second, waits) {
 		t.Fatal("never: the second session waits for the lock")
 	}
 	return holder, waiter
@@ -55,17 +56,7 @@ func (e *env) ended(c *pgx.Conn) bool {
 		return n > 0
 	}
 	// Ending a session is a signal: it is gone a moment later.
-	return within(10*time.Second, func() bool { return !alive() })
-}
-
-// within polls cond until it holds, for at most d, and answers whether it did.
-func within(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
+	return poll.Within(10*time.Second, func() bool { return !alive() })
 }
 
 func TestAConsumerCannotHoldAnothersLock(t *testing.T) {

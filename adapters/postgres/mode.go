@@ -1,3 +1,6 @@
+// The provider's mode, read from the server: superuser, or delegated (CREATEROLE and CREATEDB),
+// and what acting as a database's owner takes in that mode.
+
 package postgres
 
 import (
@@ -116,27 +119,4 @@ func (b *Backend) asOwner(ctx context.Context, conn interface {
 		}
 		return fn(tx)
 	})
-}
-
-// sqlMaySignal is whether the provider may end the sessions of the role $1: a superuser, a
-// member of pg_signal_backend, or one that has the role's privileges.
-const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role($1::text::name, 'USAGE')`
-
-// maySignal is whether the provider may end role's sessions; where it may not, that is said
-// once, naming what its role lacks.
-func (b *Backend) maySignal(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, role string) (bool, error) {
-	var may bool
-	if err := q.QueryRow(ctx, sqlMaySignal, role).Scan(&may); err != nil {
-		return false, err
-	}
-	if !may && b.said.first("signal/"+role, "lacks") {
-		b.say(slog.LevelWarn, role, "%s: its sessions are not ended: the provider's role %s may not end them "+
-			"(GRANT pg_signal_backend TO %s); they end when they disconnect", role, b.self, b.self)
-	}
-	if may {
-		b.said.clear("signal/" + role)
-	}
-	return may, nil
 }

@@ -1,3 +1,5 @@
+// Names: what one consumer asks for (wanted), every name validated before a statement holds it.
+
 package postgres
 
 import (
@@ -17,8 +19,9 @@ const maxIdentifier = 63
 var reserved = []string{"postgres", "public", "none", "template0", "template1",
 	"current_user", "current_role", "session_user", "all"}
 
-// plan is one consumer's names, every one validated before any statement is built from them.
-type plan struct {
+// wanted is what one consumer asks for, every name in it validated before any statement is built
+// from it (the domain's plan, a pass's decision, is another thing).
+type wanted struct {
 	role       string
 	database   string
 	extensions []string
@@ -27,28 +30,28 @@ type plan struct {
 	limit int
 }
 
-// planOf validates what p names: the login, the database (derived.database, else values.name,
+// wantedOf validates what p names: the login, the database (derived.database, else values.name,
 // else the login) and values.extensions. Its errors are of kind ports.ErrInvalid.
-func (b *Backend) planOf(p ports.Provision) (plan, error) {
+func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err := b.checkName("login", p.As); err != nil {
-		return plan{}, invalid(err)
+		return wanted{}, invalid(err)
 	}
 	db, err := databaseOf(p.As, p.Values, p.Derived)
 	if err != nil {
-		return plan{}, invalid(err)
+		return wanted{}, invalid(err)
 	}
 	if err := b.checkName("database", db); err != nil {
-		return plan{}, invalid(err)
+		return wanted{}, invalid(err)
 	}
 	exts, err := extensionsOf(p.Values)
 	if err != nil {
-		return plan{}, invalid(err)
+		return wanted{}, invalid(err)
 	}
 	limit, err := limitOf(p.Derived, b.limit)
 	if err != nil {
-		return plan{}, invalid(err)
+		return wanted{}, invalid(err)
 	}
-	return plan{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit}, nil
+	return wanted{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit}, nil
 }
 
 // databaseOf names the consumer's database: derived.database wins over values.name; where

@@ -13,6 +13,7 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // A prepared transaction keeps its locks, and the rows it changed, with no session to end. These
@@ -162,7 +163,7 @@ func TestAStandbyEndsNothing(t *testing.T) {
 	}()
 	defer func() { stop(); <-done }() // the wait given up before the connection is closed
 	admin := e.admin("")
-	is.True(within(30*time.Second, func() bool {
+	is.True(poll.Within(30*time.Second, func() bool {
 		var n int
 		_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $1", pid).Scan(&n)
 		return n == 1

@@ -1,3 +1,5 @@
+// The record of what the provider manages: a comment on each managed role; Managed reads it.
+
 package postgres
 
 import (
@@ -6,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,19 +107,25 @@ func (r record) managed(as string) ports.Managed {
 // roles and databases (its mode, read afresh each time). Its error says what is wrong with the
 // server, and what to do.
 func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
+	// One round trip: the provider's standing on the server, then the records.
+	batch := &pgx.Batch{}
+	batch.Queue(sqlServerRole)
+	batch.Queue(`
+SELECT r.rolname::text, d.description
+FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
+  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
+	results := b.pool.SendBatch(ctx, batch)
+	defer results.Close()
 	var super, createRole, createDB bool
 	var version int
 	var loud []string
-	if err := b.pool.QueryRow(ctx, sqlServerRole).Scan(&super, &createRole, &createDB, &version, &loud); err != nil {
+	if err := results.QueryRow().Scan(&super, &createRole, &createDB, &version, &loud); err != nil {
 		return nil, b.serverError(err)
 	}
 	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
 		return nil, err
 	}
-	rows, err := b.pool.Query(ctx, `
-SELECT r.rolname::text, d.description
-FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
-  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
+	rows, err := results.Query()
 	if err != nil {
 		return nil, b.serverError(err)
 	}
@@ -140,39 +150,6 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 		return nil, b.serverError(err)
 	}
 	return out, nil
-}
-
-// roleFacts is what Create, Remove and Drop need to know of a role before they touch it.
-type roleFacts struct {
-	exists bool
-	standing
-	held    holdings
-	comment *string
-	limit   int
-	// stored is the role's password verifier.
-	stored *string
-}
-
-// factsOf reads what roleFacts holds for role, in one round trip; a provider that is not a
-// superuser cannot read stored verifiers.
-func (b *Backend) factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
-	var f roleFacts
-	stored, join := "a.rolpassword", "LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid"
-	if b.delegated() {
-		stored, join = "NULL::text", ""
-	}
-	err := q.QueryRow(ctx, `WITH RECURSIVE r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1),
-roots AS (SELECT oid FROM r), `+sqlMemberships+`, `+sqlHeldCTE+`
-SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
-       `+sqlMembershipColumns+`,
-       `+sqlHeld+`,
-       pg_catalog.shobj_description(r.oid, 'pg_authid'), `+stored+`, coalesce(r.rolconnlimit, -1)
-FROM (VALUES (1)) AS one (x)
-LEFT JOIN r ON true
-`+sqlMembershipJoins+`
-`+join, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
-		&f.memberOf, &f.grantedTo, &f.held.databases, &f.held.ownsIn, &f.held.grantedIn, &f.comment, &f.stored, &f.limit)
-	return f, err
 }
 
 // ours answers the record on role where it is this provider's, and an error that says whose
@@ -213,4 +190,11 @@ var errNotRecorded = errors.New("not in the record")
 func setRecord(ctx context.Context, tx pgx.Tx, role string, r record) error {
 	_, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role)+" IS "+literal(r.text()))
 	return err
+}
+
+// sameRecord is whether two records say the same.
+func sameRecord(a, b record) bool {
+	return a.V == b.V && a.Login == b.Login && a.Resource == b.Resource && a.Database == b.Database &&
+		slices.Equal(a.Databases, b.Databases) && a.State == b.State && a.Since == nil && b.Since == nil &&
+		(len(a.Derived) == 0 && len(b.Derived) == 0 || reflect.DeepEqual(a.Derived, b.Derived))
 }

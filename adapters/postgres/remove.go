@@ -1,3 +1,6 @@
+// Remove and Drop: a consumer withdrawn (its login taken, its data kept), or dropped with
+// everything the record says was made for it, and nothing else.
+
 package postgres
 
 import (
@@ -8,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -194,49 +196,4 @@ func them(n int) string {
 		return "it"
 	}
 	return "them"
-}
-
-// endSessionsSQL ends every session of the role $1.
-const endSessionsSQL = "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity " +
-	"WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()"
-
-// endSessions ends every session of role, where the provider may (maySignal says once where
-// it may not).
-func (b *Backend) endSessions(ctx context.Context, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, role string) error {
-	if may, err := b.maySignal(ctx, q, role); err != nil || !may {
-		return err
-	}
-	if _, err := q.Exec(ctx, endSessionsSQL, role); err != nil {
-		return fmt.Errorf("end sessions of %s: %w", role, err)
-	}
-	return nil
-}
-
-// endOwnSessions ends the provider's own sessions in db, and waits until they are gone.
-func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
-	for {
-		var left int
-		err := conn.QueryRow(ctx, `SELECT count(*), count(pg_catalog.pg_terminate_backend(pid)) FROM pg_catalog.pg_stat_activity
-WHERE datname = $1 AND usename = current_user AND pid <> pg_catalog.pg_backend_pid()`, db).Scan(&left, new(int))
-		if err != nil || left == 0 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the provider's own sessions in %s did not end: %w", db, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// collect is the first column of every row sql answers.
-func collect(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) ([]string, error) {
-	rows, err := conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

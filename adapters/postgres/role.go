@@ -1,3 +1,6 @@
+// A consumer's role: made, altered or adopted as the definition (standing.go) says, its
+// password sent as a verifier that no log sees; and what Create, Remove and Drop read of it first.
+
 package postgres
 
 import (
@@ -5,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -20,25 +22,25 @@ import (
 // made (unadoptable says why not); its password is rewritten only where the
 // stored verifier does not verify against the minted one, and nothing is written where nothing
 // differs. It answers whether the role was adopted.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, password string) (adopted bool, err error) {
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (adopted bool, err error) {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, quietSQL(b.delegated()))
 		if err != nil {
 			return err
 		}
-		f, err := b.factsOf(ctx, tx, pl.role)
+		f, err := b.factsOf(ctx, tx, w.role)
 		if err != nil {
 			return err
 		}
 		var had record
 		if f.exists {
-			had, err = b.ours(pl.role, f)
+			had, err = b.ours(w.role, f)
 			switch {
 			case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
-				return refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", pl.role))
+				return refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", w.role))
 			case errors.Is(err, errNotRecorded):
-				if why := unadoptable(f.standing, f.held, pl.database); why != "" {
-					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", pl.role, why))
+				if why := unadoptable(f.standing, f.held, w.database); why != "" {
+					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
 				}
 				adopted = true
 			case err != nil:
@@ -46,44 +48,44 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, pl plan, p
 			}
 		}
 		if f.memberships() {
-			if err := b.revokeMemberships(ctx, tx, pl.role); err != nil {
+			if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
 				return err
 			}
 		}
-		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, pl.role)
-		if !f.exists || !f.asMade() || f.limit != pl.limit || !verifies {
+		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
+		if !f.exists || !f.asMade() || f.limit != w.limit || !verifies {
 			var verifier string
 			if !verifies {
 				if verifier, err = scramVerifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
 					return err
 				}
 			}
-			if err := b.writeRole(ctx, tx, f.exists, pl, verifier); err != nil {
+			if err := b.writeRole(ctx, tx, f.exists, w, verifier); err != nil {
 				return err
 			}
 		}
-		if err := b.ownMembership(ctx, tx, pl.role); err != nil {
+		if err := b.ownMembership(ctx, tx, w.role); err != nil {
 			return err
 		}
 		// The databases the provider made for the consumer before (and that the role still
 		// owns) stay in its record beside the one it asks for now: a drop takes them all.
-		databases := []string{pl.database}
-		for _, db := range had.databases(pl.role) {
+		databases := []string{w.database}
+		for _, db := range had.databases(w.role) {
 			if slices.Contains(f.held.databases, db) && !slices.Contains(databases, db) {
 				databases = append(databases, db)
 			}
 		}
 		slices.Sort(databases)
-		want := record{V: recordVersion, Login: pl.role, Resource: b.resource, Database: pl.database, Databases: databases,
-			Derived: pl.derived, State: active}
+		want := record{V: recordVersion, Login: w.role, Resource: b.resource, Database: w.database, Databases: databases,
+			Derived: w.derived, State: active}
 		if adopted || !sameRecord(had, want) {
-			return setRecord(ctx, tx, pl.role, want)
+			return setRecord(ctx, tx, w.role, want)
 		}
 		return nil
 	})
 	if err == nil && adopted {
-		b.say(slog.LevelWarn, pl.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
-			"it now has the minted password and is managed like any other", pl.role, pl.role)
+		b.say(slog.LevelWarn, w.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+			"it now has the minted password and is managed like any other", w.role, w.role)
 	}
 	return adopted, err
 }
@@ -111,23 +113,23 @@ func quietSQL(delegated bool) string {
        set_config('pg_stat_statements.track_utility', 'off', true)`
 }
 
-// writeRole makes the role, or makes it again, as the definition says, with pl's connection
+// writeRole makes the role, or makes it again, as the definition says, with w's connection
 // limit and, where verifier is not empty, that password. A superuser sends the verifier in
 // the statement, on a transaction quietSQL kept out of every log. A provider that is not one
 // cannot quiet the server: it sends the verifier as a parameter of a function of its session's
 // own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
 // pg_stat_activity names no verifier, and an error inside it is raised again without the
 // statement it came from.
-func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, pl plan, verifier string) error {
+func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, w wanted, verifier string) error {
 	if !b.delegated() {
 		secret := ""
 		if verifier != "" {
 			secret = " PASSWORD " + literal(verifier)
 		}
-		_, err := tx.Exec(ctx, roleDDL(exists, false, pl.role, pl.limit, secret))
+		_, err := tx.Exec(ctx, roleDDL(exists, false, w.role, w.limit, secret))
 		return err
 	}
-	if _, err := tx.Exec(ctx, roleDDL(exists, true, pl.role, pl.limit, "")); err != nil {
+	if _, err := tx.Exec(ctx, roleDDL(exists, true, w.role, w.limit, "")); err != nil {
 		return err
 	}
 	if verifier == "" {
@@ -143,13 +145,39 @@ END
 $$`); err != nil {
 		return fmt.Errorf("make the function that sets a password: %w", err)
 	}
-	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", pl.role, verifier)
+	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", w.role, verifier)
 	return err
 }
 
-// sameRecord is whether two records say the same.
-func sameRecord(a, b record) bool {
-	return a.V == b.V && a.Login == b.Login && a.Resource == b.Resource && a.Database == b.Database &&
-		slices.Equal(a.Databases, b.Databases) && a.State == b.State && a.Since == nil && b.Since == nil &&
-		(len(a.Derived) == 0 && len(b.Derived) == 0 || reflect.DeepEqual(a.Derived, b.Derived))
+// roleFacts is what Create, Remove and Drop need to know of a role before they touch it.
+type roleFacts struct {
+	exists bool
+	standing
+	held    holdings
+	comment *string
+	limit   int
+	// stored is the role's password verifier.
+	stored *string
+}
+
+// factsOf reads what roleFacts holds for role, in one round trip; a provider that is not a
+// superuser cannot read stored verifiers.
+func (b *Backend) factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
+	var f roleFacts
+	stored, join := "a.rolpassword", "LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid"
+	if b.delegated() {
+		stored, join = "NULL::text", ""
+	}
+	err := q.QueryRow(ctx, `WITH RECURSIVE r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1),
+roots AS (SELECT oid FROM r), `+sqlMemberships+`, `+sqlHeldCTE+`
+SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
+       `+sqlMembershipColumns+`,
+       `+sqlHeld+`,
+       pg_catalog.shobj_description(r.oid, 'pg_authid'), `+stored+`, coalesce(r.rolconnlimit, -1)
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN r ON true
+`+sqlMembershipJoins+`
+`+join, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
+		&f.memberOf, &f.grantedTo, &f.held.databases, &f.held.ownsIn, &f.held.grantedIn, &f.comment, &f.stored, &f.limit)
+	return f, err
 }

@@ -1,3 +1,5 @@
+// SASLprep of a password, as the server applies it before SCRAM.
+
 package postgres
 
 //go:generate python3 gen_saslprep.py

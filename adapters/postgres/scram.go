@@ -1,3 +1,5 @@
+// SCRAM-SHA-256: the verifier sent for a minted password, and checking a stored one (remembered).
+
 package postgres
 
 import (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/tests/pgserver"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // installExtension writes an extension's control file and script into the server's extension
@@ -245,17 +246,14 @@ func TestADeadlockReportDoesNotCarryTheVerifier(t *testing.T) {
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 20 * time.Second})
 	created := make(chan error, 1)
 	go func() { created <- b.Create(ctx, rotated) }() // it waits for the consumer's row
-	waitingForRow := func() bool {
+	// One connection asks, however long the wait.
+	admin := e.admin("")
+	if !poll.Within(30*time.Second, func() bool {
 		var n int
-		_ = e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE 'novox-provisioner/%'").Scan(&n)
+		_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE 'novox-provisioner/%'").Scan(&n)
 		return n > 0
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !waitingForRow() {
-		if time.Now().After(deadline) {
-			t.Fatal("the provider never waited for the consumer's row")
-		}
-		time.Sleep(10 * time.Millisecond)
+	}) {
+		t.Fatal("the provider never waited for the consumer's row")
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

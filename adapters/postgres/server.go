@@ -1,3 +1,5 @@
+// The server as a whole: why it could not be used, in one line an operator acts on.
+
 package postgres
 
 import (

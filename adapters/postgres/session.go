@@ -1,6 +1,6 @@
-package postgres
+// The provider's sessions' known state: the startup parameters that win over a consumer's settings.
 
-import ()
+package postgres
 
 // A consumer owns its database, and may set defaults for every session there (ALTER DATABASE
 // own SET role = ..., search_path, statement_timeout, default_transaction_read_only, ...). The

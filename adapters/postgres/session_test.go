@@ -9,6 +9,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // TestAConsumersSettingsDoNotSteerTheProvider: the consumer owns its database and sets, for
@@ -115,7 +116,7 @@ func TestTheProvidersDatabaseIsNeverATemplate(t *testing.T) {
 	err = lease.Held(ctx)
 	is.True(err != nil && strings.Contains(err.Error(), "the provider's database "+db+" is a template")) // no replica acts there
 	admin := e.admin("")
-	is.True(within(10*time.Second, func() bool { // a closed session is gone a moment later
+	is.True(poll.Within(10*time.Second, func() bool { // a closed session is gone a moment later
 		var sessions int
 		is.NoErr(admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", db).Scan(&sessions))
 		return sessions == 0

@@ -1,3 +1,5 @@
+// The definition of a consumer's role, and the SQL fragments that read a role against it.
+
 package postgres
 
 import (

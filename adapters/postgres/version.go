@@ -1,3 +1,5 @@
+// The server's version, read as every connection logs in: refused before 14, remembered.
+
 package postgres
 
 import (

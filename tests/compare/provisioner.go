@@ -247,20 +247,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
-
-// poll calls cond every interval until it answers true, it fails, ctx ends or limit passes.
-func poll(ctx context.Context, what string, limit, interval time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s", what, limit)
-		}
-		if err := sleep(ctx, interval); err != nil {
-			return err
-		}
-	}
-}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 )
 
 // The raw floor: the least SQL a correct provisioner must send, from this process, on P
@@ -74,42 +73,43 @@ func closeConn(conn *pgx.Conn) {
 	_ = conn.Close(ctx)
 }
 
-// parallel runs fn for each of n consumers on p connections to the postgres database, within
-// the run's timeout; the first error stops the rest.
+// parallel runs fn for each of n consumers, p at once, in order, on at most p connections to
+// the postgres database (each opened when first needed, then reused), within the run's timeout;
+// the first error stops the rest.
 func (b *bench) parallel(ctx context.Context, n, p int, fn func(ctx context.Context, conn *pgx.Conn, i int) error) error {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.timeout)
 	defer cancel()
-	ctx, fail := context.WithCancelCause(ctx)
-	defer fail(nil)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(p, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := b.connect(ctx, "")
-			if err != nil {
-				fail(err)
-				return
-			}
-			defer closeConn(conn)
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, p))
+	idle := make(chan *pgx.Conn, max(1, p)) // never more than p: at most p run at once
+	defer func() {
+		close(idle)
+		for conn := range idle {
+			closeConn(conn)
+		}
+	}()
+	for i := range n {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			var conn *pgx.Conn
+			select {
+			case conn = <-idle:
+			default:
+				var err error
+				if conn, err = b.connect(gctx, ""); err != nil {
+					return err
 				}
-				if err := fn(ctx, conn, i); err != nil {
-					fail(err)
-					return
-				}
 			}
-		}()
+			defer func() { idle <- conn }()
+			return fn(gctx, conn, i)
+		})
 	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return nil
+	return ctx.Err() // the run's timeout, where it cut the loop short between consumers
 }
 
 // rawCreate is the floor of creating cs from nothing: per consumer, the login role under its

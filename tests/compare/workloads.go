@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // result is one workload's figures: the raw floor's rounds at parallelism rawP, the
@@ -225,7 +227,7 @@ func (b *bench) daemonWithdraws(ctx context.Context, m *mesh, cs []consumer, p i
 		}
 		d.stop(grace)
 	}()
-	err = poll(ctx, fmt.Sprintf("%d consumers applied", len(cs)), b.opts.timeout, 50*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, fmt.Sprintf("%d consumers applied", len(cs)), b.opts.timeout, 50*time.Millisecond, func() (bool, error) {
 		v, err := d.metric(ctx, "provisioner_consumers", `state="applied"`)
 		return int(v) == len(cs), err
 	})
@@ -253,7 +255,7 @@ func (b *bench) daemonWithdraws(ctx context.Context, m *mesh, cs []consumer, p i
 		// Every 20 ms: a tighter poll is load on the server that the raw side does not carry
 		// (at 2 ms it was 47 queries per consumer), and a session that must absorb each drop's
 		// barrier.
-		err := poll(ctx, "every role dropped", b.opts.timeout, 20*time.Millisecond, func() (bool, error) {
+		err := poll.Until(ctx, "every role dropped", b.opts.timeout, 20*time.Millisecond, func() (bool, error) {
 			var left int
 			if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = ANY($1)", names(cs)).Scan(&left); err != nil {
 				return false, fmt.Errorf("count the roles left: %w", err)
@@ -394,7 +396,7 @@ func (b *bench) fileChangeWorkload(ctx context.Context) error {
 			return int(v) == want, err
 		}
 	}
-	if err := poll(ctx, fmt.Sprintf("%d consumers applied", n), b.opts.timeout, 200*time.Millisecond, applied(n)); err != nil {
+	if err := poll.Until(ctx, fmt.Sprintf("%d consumers applied", n), b.opts.timeout, 200*time.Millisecond, applied(n)); err != nil {
 		return err
 	}
 	fmt.Printf("  %d consumers with %s made by the daemon in %s (not timed)\n", n, extension, dur(time.Since(start)))
@@ -430,7 +432,7 @@ func (b *bench) fileChangeWorkload(ctx context.Context) error {
 			return err
 		}
 		var took time.Duration
-		err = poll(ctx, "database "+c.name, time.Minute, time.Millisecond, func() (bool, error) {
+		err = poll.Until(ctx, "database "+c.name, time.Minute, time.Millisecond, func() (bool, error) {
 			var exists bool
 			if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", c.name).Scan(&exists); err != nil {
 				return false, fmt.Errorf("look for database %s: %w", c.name, err)
@@ -447,10 +449,10 @@ func (b *bench) fileChangeWorkload(ctx context.Context) error {
 			v, err := d.metric(ctx, "provisioner_passes_total", "")
 			return v >= passes+1, err
 		}
-		if err := poll(ctx, "the pass of the change", b.opts.timeout, 100*time.Millisecond, passDone); err != nil {
+		if err := poll.Until(ctx, "the pass of the change", b.opts.timeout, 100*time.Millisecond, passDone); err != nil {
 			return err
 		}
-		if err := poll(ctx, "the new consumer applied", b.opts.timeout, 100*time.Millisecond, applied(n+k+1)); err != nil {
+		if err := poll.Until(ctx, "the new consumer applied", b.opts.timeout, 100*time.Millisecond, applied(n+k+1)); err != nil {
 			return err
 		}
 		if err := b.quiet(ctx, d, conn); err != nil {
@@ -468,7 +470,7 @@ func (b *bench) fileChangeWorkload(ctx context.Context) error {
 // database, which its checks are).
 func (b *bench) quiet(ctx context.Context, d *daemon, conn *pgx.Conn) error {
 	since, last := time.Now(), -2.0
-	return poll(ctx, "the provisioner between passes", b.opts.timeout, 20*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, "the provisioner between passes", b.opts.timeout, 20*time.Millisecond, func() (bool, error) {
 		passes, err := d.metric(ctx, "provisioner_passes_total", "")
 		if err != nil {
 			return false, err

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // envOwner makes the test binary an owner of a server for TestServerDiesWithItsOwner: it
@@ -37,11 +39,7 @@ func TestMain(m *testing.M) {
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
+	poll.Eventually(t, what, 60*time.Second, cond)
 }
 
 func takesConnections(s *Server) bool {

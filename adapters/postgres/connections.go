@@ -1,0 +1,81 @@
+// Connections: the pool's, and the short-lived ones to consumers' databases, each in one of
+// the Backend's slots for them, all starting from the provider's known state.
+
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// dbConn is a connection to a consumer's database, which holds one of the Backend's slots for
+// such connections until it is closed.
+type dbConn struct {
+	*pgx.Conn
+	release func()
+}
+
+// Close closes the connection and gives its slot back.
+func (c *dbConn) Close(ctx context.Context) error {
+	err := c.Conn.Close(ctx)
+	c.release()
+	return err
+}
+
+// connectTo opens a connection to db as the provider, once one of the Backend's slots for such
+// connections is free; readOnly ones refuse every write.
+func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*dbConn, error) {
+	release, err := b.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.connectIn(ctx, db, readOnly, release)
+}
+
+// slot waits for one of the Backend's slots for connections to consumers' databases, and
+// answers how to give it back.
+func (b *Backend) slot(ctx context.Context) (release func(), err error) {
+	select {
+	case b.databases <- struct{}{}:
+		return func() { <-b.databases }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// connectIn opens a connection to db as the provider in a slot already taken, which release
+// gives back (at once, where the connection cannot be opened).
+func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, release func()) (*dbConn, error) {
+	cfg := b.configIn(db)
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	// The consumer owns its database, and may have set defaults for every session there: the
+	// pool's known state (knownState) is copied, so none of them applies. Above all nothing the
+	// provider runs there may resolve a name to an object the consumer made: the catalog alone is
+	// searched (pg_temp, the session's own, is named last so that it is not searched first);
+	// what the provider creates names its schema.
+	sinceVersion(cfg.RuntimeParams, int(b.major.Load()))
+	if readOnly {
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &dbConn{Conn: conn, release: release}, nil
+}
+
+// configIn is a copy of the pool's connection settings (the server's address, TLS, the version
+// check every connection makes) for a connection to db.
+func (b *Backend) configIn(db string) *pgx.ConnConfig {
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.Database = db
+	return cfg
+}

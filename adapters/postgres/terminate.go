@@ -1,0 +1,92 @@
+// Ending sessions: a withdrawn role's, others' in a consumer's database, the provider's own
+// before it drops one; where the provider may end them.
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// sessions selects, in pg_stat_activity a joined to the session's role r, sessions one of the
+// provider's statements ends; never the one that asks.
+type sessions string
+
+const (
+	// ofRole are every session of the role $1.
+	ofRole sessions = `a.usename = $1`
+	// othersIn are the sessions in the database $1 of everyone but its owner, the role $2, and
+	// superusers, that the provider may end.
+	othersIn sessions = `a.datname = $1 AND a.usename <> $2 AND NOT r.rolsuper
+  AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`
+	// ownIn are the provider's own sessions in the database $1.
+	ownIn sessions = `a.datname = $1 AND a.usename = current_user`
+)
+
+// terminate ends the sessions which selects, and answers how many it asked to end.
+func terminate(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, which sessions, args ...any) (int, error) {
+	var ended int
+	err := q.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.pid <> pg_catalog.pg_backend_pid() AND `+string(which), args...).Scan(&ended)
+	return ended, err
+}
+
+// endSessions ends every session of role, where the provider may (maySignal says once where
+// it may not).
+func (b *Backend) endSessions(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) error {
+	if may, err := b.maySignal(ctx, q, role); err != nil || !may {
+		return err
+	}
+	if _, err := terminate(ctx, q, ofRole, role); err != nil {
+		return fmt.Errorf("end sessions of %s: %w", role, err)
+	}
+	return nil
+}
+
+// endOwnSessions ends the provider's own sessions in db, and waits until they are gone.
+func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
+	for {
+		left, err := terminate(ctx, conn, ownIn, db)
+		if err != nil || left == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the provider's own sessions in %s did not end: %w", db, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// sqlMaySignal is whether the provider may end the sessions of the role $1: a superuser, a
+// member of pg_signal_backend, or one that has the role's privileges.
+const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role($1::text::name, 'USAGE')`
+
+// maySignal is whether the provider may end role's sessions; where it may not, that is said
+// once, naming what its role lacks.
+func (b *Backend) maySignal(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) (bool, error) {
+	var may bool
+	if err := q.QueryRow(ctx, sqlMaySignal, role).Scan(&may); err != nil {
+		return false, err
+	}
+	if !may && b.said.first("signal/"+role, "lacks") {
+		b.say(slog.LevelWarn, role, "%s: its sessions are not ended: the provider's role %s may not end them "+
+			"(GRANT pg_signal_backend TO %s); they end when they disconnect", role, b.self, b.self)
+	}
+	if may {
+		b.said.clear("signal/" + role)
+	}
+	return may, nil
+}
