@@ -14,6 +14,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
 	"github.com/novox/postgres-provider/tests/pgserver"
 	"github.com/novox/postgres-provider/tests/poll"
 )
@@ -41,8 +42,16 @@ func (e *env) installExtension(name, control, script string) {
 // which records who runs it and tries to make the consumer a superuser, then asks for an
 // extension whose script calls upper() unqualified, as third-party scripts do.
 func TestATrojanInThePublicSchemaNeverRunsAsSuperuser(t *testing.T) {
-	is := is.New(t)
 	e := newEnv(t)
+	trojan(t, e, e.b)
+}
+
+// trojan sets the trap of TestATrojanInThePublicSchemaNeverRunsAsSuperuser for a consumer b
+// makes, has b create the extension, and asserts that the planted function never ran as a
+// superuser; it answers the consumer.
+func trojan(t *testing.T, e *env, b *postgres.Backend) ports.Provision {
+	t.Helper()
+	is := is.New(t)
 	e.installExtension("novox_trojan_test", `comment = 'calls upper() unqualified, for the tests of the provider'
 default_version = '1.0'
 relocatable = true
@@ -53,7 +62,7 @@ CREATE FUNCTION novox_trojan_probe() RETURNS text LANGUAGE sql AS $$ SELECT 'pro
 SELECT upper('probe'::varchar);
 `)
 	p := provision(name("trojan"))
-	e.mustCreate(p)
+	is.NoErr(b.Create(ctx, p))
 	conn := e.mustLogin(p.As, p.Password, p.As)
 	_, err := conn.Exec(ctx, fmt.Sprintf(`
 CREATE TABLE public.who_ran (who text, super bool);
@@ -73,7 +82,7 @@ SELECT upper('self-test'::varchar);`, p.As))
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&before))
 
 	p.Values["extensions"] = []any{"novox_trojan_test"}
-	e.mustCreate(p)
+	is.NoErr(b.Create(ctx, p))
 	is.True(contains(e.extensions(p.As), "novox_trojan_test")) // the extension was created
 	var supers, ranAsSuper, ranAtAll int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&supers))
@@ -84,6 +93,7 @@ SELECT upper('self-test'::varchar);`, p.As))
 	var schema string
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'novox_trojan_test'").Scan(&schema))
 	is.Equal(schema, "extensions")
+	return p
 }
 
 // logSize is how much the server has logged so far.

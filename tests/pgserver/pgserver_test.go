@@ -240,3 +240,34 @@ func TestStartsTheServerOfTheBinariesNamedAndFindsItsFolders(t *testing.T) {
 	is.True(same(f.Extension, filepath.Join(sharedir, "extension"))) // its extension folder
 	is.True(same(f.Lib, pkglibdir))                                  // its library folder
 }
+
+func TestAllowListingLetsARoleThatIsNotASuperuserCreateOnlyWhatItLists(t *testing.T) {
+	is := is.New(t)
+	s := AllowListing(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.URL)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	role, db := "admin_"+strconv.Itoa(os.Getpid()), "allow_"+strconv.Itoa(os.Getpid())
+	for _, sql := range []string{"CREATE ROLE " + role + " LOGIN CREATEROLE CREATEDB PASSWORD 'admin-pw'", "CREATE DATABASE " + db + " OWNER " + role} {
+		_, err := conn.Exec(ctx, sql)
+		is.NoErr(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		_, _ = conn.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	cfg, err := pgx.ParseConfig(s.URL)
+	is.NoErr(err)
+	cfg.User, cfg.Password, cfg.Database = role, "admin-pw", db
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	is.NoErr(err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "CREATE EXTENSION pg_trgm")
+	is.NoErr(err) // allow-listed
+	var owner string
+	is.NoErr(admin.QueryRow(ctx, "SELECT pg_get_userbyid(extowner)::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&owner))
+	is.Equal(owner, "postgres") // made by the bootstrap superuser: pgextwlist, not the extension's being trusted
+	_, err = admin.Exec(ctx, "CREATE EXTENSION dblink")
+	is.True(err != nil && strings.Contains(err.Error(), "permission denied to create extension")) // not listed, not trusted
+}
