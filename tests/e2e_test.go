@@ -233,16 +233,10 @@ func TestAProviderThatMayNeitherCreateRolesNorDatabasesIsToldSo(t *testing.T) {
 func TestAProviderWithoutASuperuserRunsDelegated(t *testing.T) {
 	is := is.New(t)
 	srv := pgserver.Shared(t)
-	prov := name("prov")
-	is.NoErr(query(t, srv.URL, "", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw'"))
-	is.NoErr(query(t, srv.URL, "", "ALTER ROLE "+prov+" SET log_parameter_max_length = 0")) // the test server logs every statement
-	u, err := url.Parse(srv.URL)
-	is.NoErr(err)
-	u.User = url.UserPassword(prov, "prov-pw")
 	m := newMesh(t)
 	letta := consumer{as: name("letta"), password: randomHex(8), extensions: []string{"pg_trgm", "dblink"}}
 	m.give(letta)
-	p := start(t, nil, daemonArgs(m, u.String())...)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL))...)
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
 	eventually(t, "letta has pg_trgm", func() bool {
 		var n int

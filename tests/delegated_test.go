@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// delegatedURL makes, on the server whose superuser's URL is super, a provider's role that may
+// create roles and databases and is not a superuser, as the admin of a managed server is, and
+// answers its URL.
+func delegatedURL(t *testing.T, super string) string {
+	t.Helper()
+	is := is.New(t)
+	prov := name("prov")
+	is.NoErr(query(t, super, "", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw'"))
+	is.NoErr(query(t, super, "", "ALTER ROLE "+prov+" SET log_parameter_max_length = 0")) // the test server logs every statement
+	return urlAs(t, super, prov, "prov-pw")
+}
+
+// urlAs is the URL super names, logging in as user with password.
+func urlAs(t *testing.T, super, user, password string) string {
+	t.Helper()
+	u, err := url.Parse(super)
+	is.New(t).NoErr(err)
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// hasExtension is whether db has the extension ext.
+func hasExtension(t *testing.T, super, db, ext string) bool {
+	var n int
+	return query(t, super, db, "SELECT count(*) FROM pg_extension WHERE extname = '"+ext+"'", &n) == nil && n == 1
+}
+
+// Letta, on a server that allow-lists vector and pg_trgm for the admin role (pgextwlist, as
+// RDS, Cloud SQL and Azure do), under a provider that is not a superuser: it gets both, dblink
+// (not allow-listed) is said once and is absent, and the rest of letta is applied and withdrawn.
+func TestLettaRunsDelegatedWithTheExtensionsThePlatformAllowLists(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.AllowListing(t)
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8), extensions: []string{"vector", "pg_trgm", "dblink"}}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL))...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
+	eventually(t, "letta has vector and pg_trgm", func() bool {
+		return hasExtension(t, srv.URL, letta.as, "vector") && hasExtension(t, srv.URL, letta.as, "pg_trgm")
+	})
+	eventually(t, "dblink refused, said", func() bool {
+		return p.count(letta.as+": extension dblink is refused by the server") == 1
+	})
+	eventually(t, "applied", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 1 })
+	is.Equal(p.metric(`provisioner_mode{role="delegated"}`), 1.0)
+	is.NoErr(query(t, srv.URL, letta.as, "SELECT 1")) // its database
+	as := urlAs(t, srv.URL, letta.as, letta.password)
+	is.NoErr(query(t, as, letta.as, "CREATE TABLE memories (id int PRIMARY KEY, embedding vector, note text)")) // letta uses vector
+	is.NoErr(query(t, as, letta.as, "SELECT similarity('vector', 'vectors')"))                                  // and pg_trgm
+	p.passes(10)                                                                                                // verify passes (every 1 s) among them
+	is.True(!hasExtension(t, srv.URL, letta.as, "dblink"))                                                      // absent
+	is.Equal(p.count("extension dblink is refused"), 1)                                                         // said once, not per pass
+	is.Equal(p.count("what drifted"), 0)                                                                        // and not taken for drift
+
+	m.give()
+	eventually(t, "letta withdrawn", func() bool { return !letta.logsIn(t, srv.URL) })
+	is.True(hasExtension(t, srv.URL, letta.as, "vector")) // its database kept
+	is.Equal(p.stop(), 0)
+}
