@@ -25,10 +25,16 @@ func (e *env) urlAs(user, password string) string {
 // the admin of a managed server is, and that role's name.
 func (e *env) delegated() (*postgres.Backend, string) {
 	e.t.Helper()
+	return e.delegatedWith("")
+}
+
+// delegatedWith is delegated, its role made with the attributes attrs besides (NOINHERIT).
+func (e *env) delegatedWith(attrs string) (*postgres.Backend, string) {
+	e.t.Helper()
 	prov := name("prov")
 	// The test server logs every statement: the operator's remedy the provider names keeps
 	// the parameters of the provider's own statements out of it.
-	e.exec("", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB PASSWORD 'prov-pw'",
+	e.exec("", "CREATE ROLE "+prov+" LOGIN CREATEROLE CREATEDB "+attrs+" PASSWORD 'prov-pw'",
 		"ALTER ROLE "+prov+" SET log_parameter_max_length = 0")
 	b := e.backend(e.urlAs(prov, "prov-pw"))
 	_, err := b.Managed(ctx)

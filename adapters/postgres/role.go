@@ -42,6 +42,9 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 				if why := unadoptable(f.standing, f.held, w.database); why != "" {
 					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
 				}
+				if err := b.mayAdminister(ctx, tx, w.role); err != nil {
+					return err
+				}
 				adopted = true
 			case err != nil:
 				return err
