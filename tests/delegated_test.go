@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
@@ -68,4 +71,49 @@ func TestLettaRunsDelegatedWithTheExtensionsThePlatformAllowLists(t *testing.T) 
 	eventually(t, "letta withdrawn", func() bool { return !letta.logsIn(t, srv.URL) })
 	is.True(hasExtension(t, srv.URL, letta.as, "vector")) // its database kept
 	is.Equal(p.stop(), 0)
+}
+
+// A consumer at its connection limit cannot be logged in as, so a provider that is not a
+// superuser cannot check its password: "could not check", said once, never taken for drift nor
+// repaired; checked again once a connection is free.
+func TestDelegatedSaysOnceThatAConsumerAtItsConnectionLimitCouldNotBeChecked(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL), "--connection-limit", "1")...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
+	eventually(t, "applied", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 1 })
+	creates, reapplies := p.metric(`provisioner_creates_total`), p.metric(`provisioner_reapplies_total`)
+
+	cfg, err := pgx.ParseConfig(urlAs(t, srv.URL, letta.as, letta.password))
+	is.NoErr(err)
+	cfg.Database = letta.as
+	busy, err := pgx.ConnectConfig(ctx, cfg) // the one connection letta may have
+	is.NoErr(err)
+	defer busy.Close(ctx)
+	eventually(t, "could not check, said", func() bool {
+		return p.count(letta.as+": could not check the backend") == 1
+	})
+	is.True(strings.Contains(p.stderr.String(), "too many connections for role")) // the server's reason
+	p.passes(15)                                                                  // three verify passes (every 1 s) and more
+	is.Equal(p.count(letta.as+": could not check the backend"), 1)                // said once
+	is.Equal(p.count("what drifted"), 0)                                          // not drift
+	is.Equal(p.metric(`provisioner_creates_total`), creates)                      // and nothing repaired
+	is.Equal(p.metric(`provisioner_reapplies_total`), reapplies)
+	_, err = busy.Exec(ctx, "SELECT 1")
+	is.NoErr(err) // letta's own session untouched
+
+	pid := busy.PgConn().PID()
+	is.NoErr(busy.Close(ctx))
+	eventually(t, "letta's connection gone", func() bool {
+		var n int
+		return query(t, srv.URL, "", fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE pid = %d", pid), &n) == nil && n == 0
+	})
+	p.passes(1) // a check under way while it went has settled
+	before := p.metric(`provisioner_holds_errors_total`)
+	p.passes(10)
+	is.Equal(p.metric(`provisioner_holds_errors_total`), before) // checked again, and answered
+	is.Equal(p.metric(`provisioner_consumers{state="applied"}`), 1.0)
 }
