@@ -77,12 +77,24 @@ func TestDelegatedATrojanInThePublicSchemaNeverRunsAsSuperuser(t *testing.T) {
 	is := is.New(t)
 	e := allowListingEnv(t)
 	b, prov := e.delegated()
-	p := trojan(t, e, b)
-	is.Equal(e.extOwner(p.As, "novox_trojan_test"), "postgres") // its script ran as a superuser, so the trap could have bitten
+	p := trojan(t, e, b, "novox_trojan_test", false)
+	is.Equal(e.extOwner(p.As, "novox_trojan_test"), "postgres") // made by the bootstrap superuser for the provider
+	e.ranAsSuperuserInTheProvidersSchema(p.As, prov)
+}
+
+// ranAsSuperuserInTheProvidersSchema asserts that the trojan extension's script ran as a
+// superuser in db, so that the trap could have bitten, and in the provider's schema, where
+// the consumer may not create.
+func (e *env) ranAsSuperuserInTheProvidersSchema(db, prov string) {
+	e.t.Helper()
+	is := is.New(e.t)
+	var probeOwner string
+	is.NoErr(e.admin(db).QueryRow(ctx, "SELECT pg_catalog.pg_get_userbyid(proowner)::text FROM pg_proc WHERE proname = 'novox_trojan_probe'").Scan(&probeOwner))
+	is.Equal(probeOwner, "postgres") // the script ran as the bootstrap superuser
 	var schemaOwner string
-	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT pg_catalog.pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = 'extensions'").Scan(&schemaOwner))
+	is.NoErr(e.admin(db).QueryRow(ctx, "SELECT pg_catalog.pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = 'extensions'").Scan(&schemaOwner))
 	is.Equal(schemaOwner, prov) // in the provider's schema
 	var create bool
-	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT has_schema_privilege($1, 'extensions', 'CREATE')", p.As).Scan(&create))
+	is.NoErr(e.admin(db).QueryRow(ctx, "SELECT has_schema_privilege($1, 'extensions', 'CREATE')", db).Scan(&create))
 	is.True(!create) // where the consumer may not create
 }

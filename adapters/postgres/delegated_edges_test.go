@@ -82,3 +82,16 @@ func TestDelegatedAdoptsOnlyARoleItMayAdministerFrom16(t *testing.T) {
 	is.NoErr(err)
 	is.True(held.Held)
 }
+
+// TestDelegatedATrojanInATrustedExtensionNeverRunsAsSuperuser: a trusted extension's script
+// runs as the bootstrap superuser for a provider that is not one, on every server, without any
+// allow-list; the trap the consumer planted in its public schema must not be what the script's
+// unqualified call finds.
+func TestDelegatedATrojanInATrustedExtensionNeverRunsAsSuperuser(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b, prov := e.delegated()
+	p := trojan(t, e, b, "novox_trojan_trusted_test", true)
+	is.Equal(e.extOwner(p.As, "novox_trojan_trusted_test"), prov) // created by the provider, as trusted ones are
+	e.ranAsSuperuserInTheProvidersSchema(p.As, prov)
+}

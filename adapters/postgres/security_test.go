@@ -43,21 +43,22 @@ func (e *env) installExtension(name, control, script string) {
 // extension whose script calls upper() unqualified, as third-party scripts do.
 func TestATrojanInThePublicSchemaNeverRunsAsSuperuser(t *testing.T) {
 	e := newEnv(t)
-	trojan(t, e, e.b)
+	trojan(t, e, e.b, "novox_trojan_test", false)
 }
 
 // trojan sets the trap of TestATrojanInThePublicSchemaNeverRunsAsSuperuser for a consumer b
-// makes, has b create the extension, and asserts that the planted function never ran as a
-// superuser; it answers the consumer.
-func trojan(t *testing.T, e *env, b *postgres.Backend) ports.Provision {
+// makes, has b create the extension ext (trusted or not: a trusted one's script runs as the
+// bootstrap superuser for a role that is not one), and asserts that the planted function never
+// ran as a superuser; it answers the consumer.
+func trojan(t *testing.T, e *env, b *postgres.Backend, ext string, trusted bool) ports.Provision {
 	t.Helper()
 	is := is.New(t)
-	e.installExtension("novox_trojan_test", `comment = 'calls upper() unqualified, for the tests of the provider'
+	e.installExtension(ext, fmt.Sprintf(`comment = 'calls upper() unqualified, for the tests of the provider'
 default_version = '1.0'
 relocatable = true
 superuser = true
-trusted = false
-`, `\echo Use "CREATE EXTENSION novox_trojan_test" to load this file. \quit
+trusted = %t
+`, trusted), `\echo Use "CREATE EXTENSION `+ext+`" to load this file. \quit
 CREATE FUNCTION novox_trojan_probe() RETURNS text LANGUAGE sql AS $$ SELECT 'probe' $$;
 SELECT upper('probe'::varchar);
 `)
@@ -81,9 +82,9 @@ SELECT upper('self-test'::varchar);`, p.As))
 	var before int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&before))
 
-	p.Values["extensions"] = []any{"novox_trojan_test"}
+	p.Values["extensions"] = []any{ext}
 	is.NoErr(b.Create(ctx, p))
-	is.True(contains(e.extensions(p.As), "novox_trojan_test")) // the extension was created
+	is.True(contains(e.extensions(p.As), ext)) // the extension was created
 	var supers, ranAsSuper, ranAtAll int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&supers))
 	is.Equal(supers, before) // no role gained any power
@@ -91,7 +92,7 @@ SELECT upper('self-test'::varchar);`, p.As))
 	is.Equal(ranAsSuper, 0) // the planted function never ran as a superuser
 	is.Equal(ranAtAll, 1)   // only when the consumer called it itself
 	var schema string
-	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'novox_trojan_test'").Scan(&schema))
+	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = $1", ext).Scan(&schema))
 	is.Equal(schema, "extensions")
 	return p
 }
