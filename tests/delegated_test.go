@@ -117,3 +117,26 @@ func TestDelegatedSaysOnceThatAConsumerAtItsConnectionLimitCouldNotBeChecked(t *
 	is.Equal(p.metric(`provisioner_holds_errors_total`), before) // checked again, and answered
 	is.Equal(p.metric(`provisioner_consumers{state="applied"}`), 1.0)
 }
+
+// Removed from the file with --on-withdraw drop, a consumer of a provider that is not a
+// superuser goes, role, database and all, its sessions ended where the provider may end them.
+func TestDelegatedConsumerRemovedWithDropLeavesNothing(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8), extensions: []string{"pg_trgm"}}
+	m.give(letta)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL), "--on-withdraw", "drop", "--drop-after", "0")...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
+	eventually(t, "letta has pg_trgm", func() bool { return hasExtension(t, srv.URL, letta.as, "pg_trgm") })
+	m.give()
+	eventually(t, "role and database gone", func() bool {
+		var left int
+		err := query(t, srv.URL, "", fmt.Sprintf(`SELECT (SELECT count(*) FROM pg_roles WHERE rolname = '%[1]s')
+			+ (SELECT count(*) FROM pg_database WHERE datname = '%[1]s')`, letta.as), &left)
+		return err == nil && left == 0
+	})
+	eventually(t, "dropped", func() bool { return p.metric(`provisioner_drops_total`) == 1 })
+	is.Equal(p.metric(`provisioner_failures_total`), 0.0) // at the first attempt
+	is.Equal(p.stop(), 0)
+}
