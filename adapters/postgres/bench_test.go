@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
@@ -136,34 +136,27 @@ func rawVerify(b *testing.B, e *env, ps []ports.Provision, extensions bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range postgres.DefaultMaxConnections / 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for db := range work {
-				c := cfg.Copy()
-				c.Database = db
-				conn, err := pgx.ConnectConfig(ctx, c)
-				if err != nil {
-					b.Error(err)
-					continue
-				}
-				var n int
-				err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm'`).Scan(&n)
-				conn.Close(ctx)
-				if err != nil || n != 1 {
-					b.Errorf("floor: %s: %d installed: %v", db, n, err)
-				}
+	var g errgroup.Group
+	g.SetLimit(postgres.DefaultMaxConnections / 2)
+	for _, db := range roles {
+		g.Go(func() error {
+			c := cfg.Copy()
+			c.Database = db
+			conn, err := pgx.ConnectConfig(ctx, c)
+			if err != nil {
+				b.Error(err)
+				return nil
 			}
-		}()
+			var n int
+			err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm'`).Scan(&n)
+			conn.Close(ctx)
+			if err != nil || n != 1 {
+				b.Errorf("floor: %s: %d installed: %v", db, n, err)
+			}
+			return nil
+		})
 	}
-	for _, r := range roles {
-		work <- r
-	}
-	close(work)
-	wg.Wait()
+	_ = g.Wait() // every error is the benchmark's
 }
 
 // BenchmarkVerifyPassByMode is HoldsAll over 1,000 converged consumers without extensions, in
@@ -241,22 +234,15 @@ func (e *env) serverCPU() time.Duration {
 
 // createAll creates every one of ps through backend, eight at once.
 func createAll(b *testing.B, backend *postgres.Backend, ps []ports.Provision) {
-	var wg sync.WaitGroup
-	work := make(chan ports.Provision)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p := range work {
-				if err := backend.Create(ctx, p); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(8)
 	for _, p := range ps {
-		work <- p
+		g.Go(func() error {
+			if err := backend.Create(ctx, p); err != nil {
+				b.Error(err)
+			}
+			return nil
+		})
 	}
-	close(work)
-	wg.Wait()
+	_ = g.Wait() // every error is the benchmark's
 }
