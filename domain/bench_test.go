@@ -80,8 +80,8 @@ func BenchmarkNoChangePass(b *testing.B) {
 // provider's would: the error names the login, as the adapter's do.
 type refusingBackend struct{ fakeBackend }
 
-func (b *refusingBackend) Create(_ context.Context, p ports.Provision) error {
-	return fmt.Errorf("create role %s: role %s exists, the provider did not make it, and it is superuser; it is not taken over: %w",
+func (b *refusingBackend) Create(_ context.Context, p ports.Provision) (ports.Act, error) {
+	return ports.ActRefuse, fmt.Errorf("create role %s: role %s exists, the provider did not make it, and it is superuser; it is not taken over: %w",
 		p.As, p.As, ports.ErrRefused)
 }
 
@@ -124,15 +124,15 @@ type slowBackend struct {
 	at      int64
 }
 
-func (b *slowBackend) Create(ctx context.Context, p ports.Provision) error {
+func (b *slowBackend) Create(ctx context.Context, p ports.Provision) (ports.Act, error) {
 	if b.started.Add(1) == b.at {
 		b.stop() // SIGTERM, in the middle of the pass
 	}
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return ports.ActNone, ctx.Err()
 	case <-time.After(time.Millisecond):
-		return nil
+		return ports.ActCreate, nil
 	}
 }
 

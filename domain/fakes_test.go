@@ -41,6 +41,7 @@ type fakeBackend struct {
 	holdsCalls []string
 	batches    int // HoldsAll calls
 	managed    int // Managed calls
+	foresees   int // Foresee calls
 
 	broken     bool                                               // Create does not produce what holds checks
 	holdsErr   error                                              // holds' error
@@ -71,7 +72,7 @@ func (b *fakeBackend) clock() time.Time {
 	return time.Now()
 }
 
-func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
+func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) (ports.Act, error) {
 	if b.createFn != nil {
 		b.createFn(ctx, p)
 	}
@@ -79,19 +80,63 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) error {
 	defer b.mu.Unlock()
 	b.creates = append(b.creates, p)
 	if err := b.createErr[p.As]; err != nil {
-		return err
+		return ports.ActRefuse, err
 	}
-	if powerful, ok := b.outside[p.As]; ok {
-		if powerful {
-			return fmt.Errorf("role %s exists, the provider did not make it, and it is a member of others; it is not taken over", p.As)
-		}
-		delete(b.outside, p.As) // adopted
+	f := b.foresee(p)
+	if f.Act == ports.ActRefuse {
+		return f.Act, b.refusal(p)
 	}
+	delete(b.outside, p.As) // adopted, where it was made elsewhere
 	if b.store == nil {
 		b.store = map[string]made{}
 	}
 	b.store[p.As] = made{p: p}
-	return nil
+	return f.Act, nil
+}
+
+// refusal is Create's error for what foresee refuses.
+func (b *fakeBackend) refusal(p ports.Provision) error {
+	if p.Password == "" {
+		return fmt.Errorf("create role %s: the minted password is empty: %w", p.As, ports.ErrInvalid)
+	}
+	return fmt.Errorf("role %s exists, the provider did not make it, and it is a member of others; it is not taken over: %w",
+		p.As, ports.ErrRefused)
+}
+
+// foresee is what Create would do for p, b.mu held: the fake's one rule, which Create follows
+// and Foresee answers.
+func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
+	powerful, outside := b.outside[p.As]
+	_, made := b.store[p.As]
+	switch {
+	case p.Password == "" || outside && powerful:
+		return ports.Foresight{Act: ports.ActRefuse, Why: []string{b.refusal(p).Error()}}
+	case outside:
+		return ports.Foresight{Act: ports.ActAdopt, Why: []string{"password", "comment (the record)"}}
+	case !made:
+		return ports.Foresight{Act: ports.ActCreate, Why: []string{"role " + p.As}}
+	}
+	if h := b.holding(p); !h.Held {
+		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift}
+	}
+	return ports.Foresight{Act: ports.ActNone}
+}
+
+// Foresee answers foresee for each of ps; the test's holdsErr stands for a backend that
+// cannot be asked.
+func (b *fakeBackend) Foresee(_ context.Context, ps []ports.Provision, _ time.Duration) []ports.Foresight {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.foresees++
+	out := make([]ports.Foresight, len(ps))
+	for i, p := range ps {
+		if b.holdsErr != nil {
+			out[i].Err = b.holdsErr
+			continue
+		}
+		out[i] = b.foresee(p)
+	}
+	return out
 }
 
 func (b *fakeBackend) Remove(_ context.Context, as string) error {
@@ -133,6 +178,11 @@ func (b *fakeBackend) holds(ctx context.Context, p ports.Provision) (ports.Holdi
 	if b.holdsErr != nil {
 		return ports.Holding{}, b.holdsErr
 	}
+	return b.holding(p), nil
+}
+
+// holding is what the fake holds of p, b.mu held.
+func (b *fakeBackend) holding(p ports.Provision) ports.Holding {
 	m, ok := b.store[p.As]
 	// What a backend holds is what the loop hashes; where the consumer runs is not part of it.
 	var drift []string
@@ -152,7 +202,7 @@ func (b *fakeBackend) holds(ctx context.Context, p ports.Provision) (ports.Holdi
 	if ok && (!reflect.DeepEqual(m.p.Values, p.Values) || !reflect.DeepEqual(m.p.Derived, p.Derived)) {
 		drift = append(drift, "values")
 	}
-	return ports.Holding{Held: len(drift) == 0, Drift: drift}, nil
+	return ports.Holding{Held: len(drift) == 0, Drift: drift}
 }
 
 // HoldsAll asks holds of each in order, each bounded by its own timeout, as a backend that

@@ -70,7 +70,7 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 // creates calls Create for each item that which picks.
 func (h *Harness) creates(ctx context.Context, items []*item, which func(*item) bool) {
 	h.call(ctx, items, which, func(it *item) {
-		it.err = h.backend.Create(ctx, it.p)
+		it.did, it.err = h.backend.Create(ctx, it.p)
 	})
 }
 

@@ -38,7 +38,7 @@ type Provision struct {
 // Act is what Create does, or would do, for one consumer.
 type Act string
 
-// The acts of Create.
+// The acts of Create, and of Foresee.
 const (
 	// ActNone: held as asked; nothing to do.
 	ActNone Act = ""
@@ -70,6 +70,20 @@ type Checked struct {
 	Err error
 }
 
+// Foresight is what Create would do for one consumer, found without changing anything.
+type Foresight struct {
+	// Act is what Create would do.
+	Act Act
+	// Why says, in words an operator reads: for ActRepair what drifted ("password",
+	// "extension vector missing"); for ActAdopt what taking it over changes ("password",
+	// "comment (the record)"); for ActRefuse the reason Create would give; for ActCreate what
+	// is made.
+	Why []string
+	// Err is set where the backend could not be asked about this consumer; Act and Why are
+	// then meaningless.
+	Err error
+}
+
 // Managed is one consumer in the backend's record of what this provider manages.
 type Managed struct {
 	// As is the consumer's login.
@@ -87,8 +101,12 @@ type Backend interface {
 	// Create brings p into being, or back to exactly what p says, and records it as managed
 	// and active, in one step that never leaves what it made unrecorded. It is idempotent:
 	// repeating it, or racing it with itself for the same consumer, leaves one correct
-	// resource. It refuses what exists and is not the provider's to take over.
-	Create(ctx context.Context, p Provision) error
+	// resource. It refuses what exists and is not the provider's to take over. It answers what
+	// it did: ActCreate (it made the login), ActAdopt (it took over a login no record named),
+	// ActRepair (the provider's own, and something was changed), or ActNone (already exactly as
+	// asked; a backend that cannot tell cheaply answers ActRepair). Its act is meaningless
+	// where it fails.
+	Create(ctx context.Context, p Provision) (Act, error)
 	// Remove withdraws the login as: it can no longer be used, what it holds is kept, and the
 	// record marks it withdrawn. What it holds is the backend's own record's to say. Removing
 	// what is already withdrawn or gone is not an error.
@@ -103,6 +121,10 @@ type Backend interface {
 	// Once a check has timed out, the checks not yet started are not made: their answers' Err
 	// wraps ErrNotAsked. It changes nothing.
 	HoldsAll(ctx context.Context, ps []Provision, each time.Duration) []Checked
+	// Foresee answers, in the order of ps, what Create would do for each, and changes nothing:
+	// no write, no lock, no lease. A refusal's Why is the reason Create's error would give.
+	// each bounds the look at any one consumer, as in HoldsAll.
+	Foresee(ctx context.Context, ps []Provision, each time.Duration) []Foresight
 	// Managed lists what the record says this provider manages, active or withdrawn. It is
 	// also the check of the backend as a whole: an error means the record could not be read
 	// (the backend unreachable, the provider not allowed, ...), and says why in words an

@@ -37,8 +37,8 @@ func TestDelegatedCreatesTheExtensionsThePlatformAllowLists(t *testing.T) {
 	}
 	b, prov := e.delegated()
 	p := provision(name("letta"), "vector", "pg_trgm", "dblink")
-	is.NoErr(b.Create(ctx, p))
-	is.NoErr(b.Create(ctx, p))                                             // again, as every pass that repairs would
+	is.NoErr(errOf(b.Create(ctx, p)))
+	is.NoErr(errOf(b.Create(ctx, p)))                                      // again, as every pass that repairs would
 	is.Equal(e.extensions(p.As), []string{"pg_trgm", "plpgsql", "vector"}) // the allow-listed ones; dblink is not listed
 	is.Equal(e.extOwner(p.As, "vector"), "postgres")                       // made by the server's superuser for the provider, as the platform does
 	var said []string
@@ -66,7 +66,7 @@ func TestDelegatedCreatesTheExtensionsThePlatformAllowLists(t *testing.T) {
 	held, err = holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(!held.Held) // an allow-listed extension that is gone is drift
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	is.True(contains(e.extensions(p.As), "vector")) // and repaired
 }
 

@@ -92,7 +92,7 @@ func TestUnavailableExtensionIsSkippedAndSaid(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	letta := provision(name("letta"), "no_such_extension", "pg_trgm")
-	is.NoErr(e.b.Create(ctx, letta)) // not a failure
+	is.NoErr(errOf(e.b.Create(ctx, letta))) // not a failure
 	is.Equal(e.log.said(), []string{letta.As + ": extension no_such_extension is not available on this server; skipped"})
 	is.Equal(e.extensions(letta.As), []string{"pg_trgm", "plpgsql"}) // the available one was created
 	is.True(e.holds(letta))                                          // held without the missing one
@@ -131,7 +131,7 @@ func TestHoldsSeesDriftAndCreateRepairsIt(t *testing.T) {
 
 			if c.name == "database given away" {
 				// Never handed back either: the create says whose it is, and the check stays false.
-				err := e.b.Create(ctx, p)
+				err := errOf(e.b.Create(ctx, p))
 				is.True(err != nil && strings.Contains(err.Error(), fmt.Sprintf("owned by %q", p.As+"_other"))) // names the owner
 				e.exec("", "ALTER DATABASE "+p.As+" OWNER TO "+p.As)
 			}
@@ -164,7 +164,7 @@ func TestHoldsMakesNoWrites(t *testing.T) {
 	readOnly := e.backend(e.srv.URL + "&default_transaction_read_only=on")
 	p := provision(name("ro"), "pg_trgm")
 
-	is.True(readOnly.Create(ctx, p) != nil) // the read-only server refuses a write, so the check below can bite
+	is.True(errOf(readOnly.Create(ctx, p)) != nil) // the read-only server refuses a write, so the check below can bite
 	e.mustCreate(p)
 	held, err := holdsOne(ctx, readOnly, p)
 	is.NoErr(err) // no statement of the check writes
@@ -271,7 +271,7 @@ func TestHostileNamesAreRefusedBeforeAnySQL(t *testing.T) {
 			p := provision(name("hostile"), "pg_trgm")
 			c.change(&p)
 			before := e.catalog()
-			err := e.b.Create(ctx, p)
+			err := errOf(e.b.Create(ctx, p))
 			is.True(err != nil) // refused
 			if c.says != "" {
 				is.Equal(err.Error(), c.says) // a clear error
@@ -288,7 +288,7 @@ func TestExistingDatabaseOfAnotherRoleIsNotHandedOver(t *testing.T) {
 	e := newEnv(t)
 	p := provision(name("taken"))
 	e.exec("", "CREATE ROLE "+p.As+"_bob", "CREATE DATABASE "+p.As+" OWNER "+p.As+"_bob")
-	err := e.b.Create(ctx, p)
+	err := errOf(e.b.Create(ctx, p))
 	is.True(err != nil)
 	is.Equal(err.Error(), fmt.Sprintf("create database %s: the database exists and is owned by %q, not %q; it is not handed over", p.As, p.As+"_bob", p.As))
 	var owner string
@@ -359,7 +359,7 @@ func TestConcurrentCreatesOfOneConsumer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = b.Create(ctx, p)
+			errs[i] = errOf(b.Create(ctx, p))
 		}()
 	}
 	wg.Wait()
@@ -411,7 +411,7 @@ func TestErrorsWhileTheServerIsDownAreClear(t *testing.T) {
 	e := newEnv(t)
 	down := e.backend("postgres://postgres:hunter2-secret@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
 	p := provision(name("down"))
-	err := down.Create(ctx, p)
+	err := errOf(down.Create(ctx, p))
 	is.True(err != nil)
 	is.True(strings.HasPrefix(err.Error(), "connect: ")) // says what it was doing
 	is.True(!strings.Contains(err.Error(), p.Password))  // never the consumer's password
@@ -451,7 +451,7 @@ func TestASchemaNamedExtensionsTheConsumerMadeIsNotUsed(t *testing.T) {
 	_, err := conn.Exec(ctx, "CREATE SCHEMA extensions")
 	is.NoErr(err)
 	p.Values["extensions"] = []any{"pg_trgm"}
-	err = e.b.Create(ctx, p)
+	err = errOf(e.b.Create(ctx, p))
 	is.True(err != nil) // refused, naming whose it is
 	is.True(strings.Contains(err.Error(), "schema extensions exists and is owned by "+p.As+", not by a superuser"))
 	is.Equal(e.extensions(p.As), []string{"plpgsql"}) // nothing created there
@@ -477,7 +477,7 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 		Timeout: 300 * time.Millisecond, Log: e.log})
 	is.NoErr(err)
 	defer hung.Close()
-	err = hung.Create(ctx, provision(name("hung")))
+	err = errOf(hung.Create(ctx, provision(name("hung"))))
 	is.True(err != nil)                               // it gave up
 	is.True(errors.Is(err, context.DeadlineExceeded)) // at its timeout
 	err = hung.Remove(ctx, name("hung"))

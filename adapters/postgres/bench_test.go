@@ -32,7 +32,7 @@ func BenchmarkCreate(b *testing.B) {
 			e.mustCreate(p)
 			b.ResetTimer()
 			for b.Loop() {
-				if err := e.b.Create(ctx, p); err != nil {
+				if err := errOf(e.b.Create(ctx, p)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -45,7 +45,7 @@ func BenchmarkCreateNew(b *testing.B) {
 	e := newEnv(b)
 	for b.Loop() {
 		p := provision(name("benchnew"), "pg_trgm")
-		if err := e.b.Create(ctx, p); err != nil {
+		if err := errOf(e.b.Create(ctx, p)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -238,7 +238,7 @@ func createAll(b *testing.B, backend *postgres.Backend, ps []ports.Provision) {
 	g.SetLimit(8)
 	for _, p := range ps {
 		g.Go(func() error {
-			if err := backend.Create(ctx, p); err != nil {
+			if err := errOf(backend.Create(ctx, p)); err != nil {
 				b.Error(err)
 			}
 			return nil

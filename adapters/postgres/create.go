@@ -13,23 +13,29 @@ import (
 )
 
 // Create brings the consumer's role, database and extensions into being, or back to exactly
-// what p says. Every name is checked before the first statement. Creates of one consumer,
-// from this process or another provider on the same server, are serialised by an advisory lock.
-func (b *Backend) Create(ctx context.Context, p ports.Provision) error {
-	w, err := b.wantedOf(p)
+// what p says, and answers what it did. Every name is checked before the first statement.
+// Creates of one consumer, from this process or another provider on the same server, are
+// serialised by an advisory lock.
+func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, error) {
+	w, err := b.creatable(p)
 	if err != nil {
-		return err
+		return ports.ActRefuse, err
 	}
-	if p.Password == "" {
-		return invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
-	}
-	return b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
-		if _, err := b.ensureRole(ctx, conn, w, p.Password); err != nil {
+	var did ports.Act
+	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
+		if did, err = b.ensureRole(ctx, conn, w, p.Password); err != nil {
 			return fmt.Errorf("create role %s: %w", w.role, err)
 		}
-		if err := b.ensureDatabase(ctx, conn, w.database, w.role); err != nil {
+		made, err := b.ensureDatabase(ctx, conn, w.database, w.role)
+		if err != nil {
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
-		return b.ensureExtensions(ctx, conn, w)
+		added, err := b.ensureExtensions(ctx, conn, w)
+		if (made || added) && did == ports.ActNone {
+			did = ports.ActRepair
+		}
+		return err
 	})
+	return did, err
 }

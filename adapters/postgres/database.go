@@ -47,11 +47,11 @@ FROM pg_catalog.pg_database d WHERE d.datname = $1`, db).Scan(&f.owner, &f.allow
 // for a moment: it is created not accepting connections, PUBLIC loses CONNECT and TEMPORARY,
 // and only then are connections allowed. Where others could connect, they can no longer, and
 // their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
-// which anyone allowed to create databases could copy.
-func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
+// which anyone allowed to create databases could copy. It answers whether it changed anything.
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) (changed bool, err error) {
 	f, err := databaseFacts(ctx, conn, db)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !f.exists {
 		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role)+" ALLOW_CONNECTIONS false")
@@ -59,29 +59,40 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 			err = nil // made by someone else since we looked; whose it is decides
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
+		changed = true
 		if f, err = databaseFacts(ctx, conn, db); err != nil {
-			return err
+			return changed, err
 		}
 	}
-	if f.owner != role {
-		return refused(fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role))
+	if err := notHandedOver(f, role); err != nil {
+		return changed, err
 	}
 	if len(f.open) > 0 || !f.allowed || f.template || b.delegated() && !f.provides {
+		changed = true
 		if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f) }); err != nil {
-			return err
+			return changed, err
 		}
 	}
 	if len(f.open) > 0 {
 		ended, err := terminate(ctx, conn, othersIn, db, role)
 		if err != nil {
-			return fmt.Errorf("end the sessions of others: %w", err)
+			return changed, fmt.Errorf("end the sessions of others: %w", err)
 		}
 		if ended > 0 {
 			b.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
 				role, db, f.open, ended)
 		}
+	}
+	return changed, nil
+}
+
+// notHandedOver refuses a database that exists and another role owns: Create never hands one
+// over, and Foresee says so.
+func notHandedOver(f dbFacts, role string) error {
+	if f.exists && f.owner != role {
+		return refused(fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role))
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func TestDelegatedWithdrawalWithoutPgSignalBackendSaysSoAndStillEnds(t *testing.
 	}
 	b, prov := e.delegatedWith(noinherit)
 	p := provision(name("stays"))
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	session := e.mustLogin(p.As, p.Password, p.As)
 
 	is.NoErr(b.Remove(ctx, p.As)) // the withdrawal finishes
@@ -66,7 +66,7 @@ func TestDelegatedAdoptsOnlyARoleItMayAdministerFrom16(t *testing.T) {
 	p := provision(name("theirs"))
 	e.exec("", "CREATE ROLE "+p.As+" LOGIN PASSWORD 'theirs'") // a plain login role, by a superuser
 	before := e.role(p.As)
-	err := b.Create(ctx, p)
+	err := errOf(b.Create(ctx, p))
 	is.True(errors.Is(err, ports.ErrRefused)) // refused: not the provider's to take, until an operator says so
 	is.True(strings.Contains(err.Error(), "role "+p.As+" exists, the provider did not make it, and the provider's role "+prov+
 		" has no ADMIN option on it"))
@@ -76,7 +76,7 @@ func TestDelegatedAdoptsOnlyARoleItMayAdministerFrom16(t *testing.T) {
 	is.NoErr(err) // its own password still works
 
 	e.exec("", "GRANT "+p.As+" TO "+prov+" WITH ADMIN OPTION, INHERIT FALSE, SET FALSE")
-	is.NoErr(b.Create(ctx, p)) // adopted
+	is.NoErr(errOf(b.Create(ctx, p))) // adopted
 	e.mustLogin(p.As, p.Password, p.As)
 	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)

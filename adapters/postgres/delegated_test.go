@@ -76,7 +76,7 @@ func TestDelegatedMakesWhatTheSuperuserMakes(t *testing.T) {
 	e := newEnv(t)
 	b, prov := e.delegated()
 	p := provision(name("letta"), "pg_trgm")
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	conn := e.mustLogin(p.As, p.Password, p.As)
 	_, err := conn.Exec(ctx, "SELECT similarity('vector', 'vectors')")
 	is.NoErr(err) // the trusted extension, usable by the consumer
@@ -102,12 +102,12 @@ func TestDelegatedFindsPasswordDriftByLoggingIn(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.delegated()
 	p := provision(name("pwd"))
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	e.exec("", "ALTER ROLE "+p.As+" PASSWORD 'changed-behind-its-back'")
 	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.Equal(held.Drift, []string{"password"}) // found by the login
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	held, err = holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(held.Held) // and repaired
@@ -120,7 +120,7 @@ func TestDelegatedSaysAConsumerAtItsConnectionLimitCouldNotBeChecked(t *testing.
 	b, _ := e.delegated()
 	p := provision(name("busy"))
 	p.Derived["connection_limit"] = float64(1)
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	e.mustLogin(p.As, p.Password, p.As) // the one connection it may have, in use
 	held, err := holdsOne(ctx, b, p)
 	is.True(err != nil) // could not check: not drift
@@ -133,7 +133,7 @@ func TestDelegatedWithdrawsAndDrops(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.delegated()
 	p := provision(name("gone"), "pg_trgm")
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	is.NoErr(b.Remove(ctx, p.As))
 	_, err := e.login(p.As, p.Password, p.As)
 	is.True(err != nil) // withdrawn
@@ -165,9 +165,9 @@ func TestDelegatedKeepsTheVerifierOutOfTheServerLog(t *testing.T) {
 	from := e.logSize()
 	p := provision(name("secret"), "pg_trgm")
 	p.Password = "Zq7-never-logged-" + randomHex(8)
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	e.exec("", "ALTER ROLE "+p.As+" PASSWORD 'drifted'")
-	is.NoErr(b.Create(ctx, p)) // again: the password written anew
+	is.NoErr(errOf(b.Create(ctx, p))) // again: the password written anew
 	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(held.Held)
@@ -189,11 +189,11 @@ func TestDelegatedSaysAMembershipItCannotRevoke(t *testing.T) {
 	}
 	b, prov := e.delegated()
 	p := provision(name("granted"))
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	e.exec("", "GRANT pg_read_server_files TO "+p.As) // by the superuser
 	before := len(e.log.said())
-	is.NoErr(b.Create(ctx, p)) // the rest is repaired
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p))) // the rest is repaired
+	is.NoErr(errOf(b.Create(ctx, p)))
 	said := e.log.said()[before:]
 	is.Equal(len(said), 1) // said once
 	is.True(strings.Contains(said[0], p.As+": the membership of "+p.As+" in pg_read_server_files, granted by postgres, "+

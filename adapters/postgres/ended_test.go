@@ -20,7 +20,7 @@ func TestEndedSessionIsSaidOncePerConsumerAndCause(t *testing.T) {
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 10 * time.Second})
 	for range 2 {
 		holder, waiter := holdKey(t, e, attacker.As, attacker.Password, "'novox-provisioner/'", victim.As)
-		is.NoErr(b.Create(ctx, victim))
+		is.NoErr(errOf(b.Create(ctx, victim)))
 		is.True(e.ended(holder) && e.ended(waiter)) // two sessions ended, twice over
 	}
 	n := 0

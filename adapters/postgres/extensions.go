@@ -84,28 +84,29 @@ WHERE e.name = ANY($1)`, w.extensions)
 // names that is wanted, with what it depends on, in the provider's schema (or the one its
 // control file fixes, where that is not one the consumer can write), and gives the consumer's
 // role that schema on its search path there. An extension already installed stays where it
-// is; one the consumer can tamper with because it is in public is said once.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
+// is; one the consumer can tamper with because it is in public is said once. It answers
+// whether it created an extension or set the search path.
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed bool, err error) {
 	want, err := b.extensionsToCreate(ctx, conn, w)
 	if err != nil || len(want) == 0 {
-		return err
+		return false, err
 	}
 	db, err := b.connectTo(ctx, w.database, false)
 	if err != nil {
-		return fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	if err := b.ensureSchema(ctx, db.Conn, w.role); err != nil {
-		return fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
 	if err != nil {
-		return fmt.Errorf("list extensions in %s: %w", w.database, err)
+		return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
 	installed := map[string]string{}
 	var name, schema string
 	if _, err := pgx.ForEachRow(rows, []any{&name, &schema}, func() error { installed[name] = schema; return nil }); err != nil {
-		return fmt.Errorf("list extensions in %s: %w", w.database, err)
+		return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
 	for _, x := range want {
 		if in, ok := installed[x.name]; ok {
@@ -118,7 +119,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + " CASCADE"
 		if x.schema != "" {
 			if x.schema != "pg_catalog" && x.schema != extensionSchema {
-				return refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
+				return changed, refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
 					"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
 					x.name, w.database, x.schema))
 			}
@@ -134,12 +135,14 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 				b.refusedExt.Store(w.role+"/"+x.name, true)
 				continue
 			}
-			return fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+			return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
 		}
+		changed = true
 		b.refusedExt.Delete(w.role + "/" + x.name)
 		b.said.clear(w.role + "/" + x.name + "/refused")
 	}
-	return ensureSearchPath(ctx, conn, w)
+	set, err := ensureSearchPath(ctx, conn, w)
+	return changed || set, err
 }
 
 // ensureSchema makes the provider's schema in the connected database, or checks that the one
@@ -173,16 +176,16 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 }
 
 // ensureSearchPath sets the consumer's role's search_path in its database, where it is not
-// already what the provider sets.
-func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
+// already what the provider sets, and answers whether it did.
+func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted) (set bool, err error) {
 	var ok bool
-	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT 'search_path='||$3 = ANY(s.setconfig)
+	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT 'search_path='||$3 = ANY(s.setconfig)
 	FROM pg_catalog.pg_db_role_setting s
 	JOIN pg_catalog.pg_roles r ON r.oid = s.setrole JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
 	WHERE r.rolname = $1 AND d.datname = $2), false)`, w.role, w.database, consumerSearchPath).Scan(&ok)
 	if err != nil || ok {
-		return err
+		return false, err
 	}
 	_, err = conn.Exec(ctx, "ALTER ROLE "+ident(w.role)+" IN DATABASE "+ident(w.database)+" SET search_path = "+consumerSearchPath)
-	return err
+	return true, err
 }

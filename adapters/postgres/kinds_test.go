@@ -43,7 +43,7 @@ func TestErrorsCarryAKind(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
 			p := provision(name("kind"))
-			err := c.setup(&p).Create(ctx, p)
+			err := errOf(c.setup(&p).Create(ctx, p))
 			is.True(err != nil)             // refused
 			is.True(errors.Is(err, c.kind)) // of its kind
 			for _, k := range kinds {

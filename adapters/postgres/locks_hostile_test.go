@@ -67,7 +67,7 @@ func TestAConsumerCannotHoldAnothersLock(t *testing.T) {
 	holder, waiter := holdKey(t, e, attacker.As, attacker.Password, "'novox-provisioner/'", victim.As)
 
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 10 * time.Second})
-	is.NoErr(b.Create(ctx, victim)) // the victim is made all the same
+	is.NoErr(errOf(b.Create(ctx, victim))) // the victim is made all the same
 	e.mustLogin(victim.As, victim.Password, victim.As)
 	is.True(e.ended(holder) && e.ended(waiter)) // and the attacker's sessions that held and queued for its lock are gone
 	said := strings.Join(e.log.said(), "\n")
@@ -99,13 +99,13 @@ func TestAnotherProvidersLockIsWaitedForNotEnded(t *testing.T) {
 	_, err := admin.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended('novox-provisioner/' || $1, 0))", p.As)
 	is.NoErr(err)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 200 * time.Millisecond})
-	err = b.Create(ctx, p)
+	err = errOf(b.Create(ctx, p))
 	is.True(err != nil) // it waited, to its lock_timeout
 	is.True(strings.Contains(err.Error(), "another session held a lock it needs"))
 	is.NoErr(admin.Ping(ctx)) // the superuser's session was not ended
 	_, err = admin.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended('novox-provisioner/' || $1, 0))", p.As)
 	is.NoErr(err)
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 
 	lease := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: p.As}).Lease()
 	defer lease.Close()
@@ -163,8 +163,8 @@ func TestAFunctionPlantedInTheProvidersDatabaseNeverRunsAsSuperuser(t *testing.T
 	is.True(super)
 	is.NoErr(tx.Rollback(ctx))
 
-	is.NoErr(e.b.Create(ctx, other))
-	is.NoErr(e.b.Create(ctx, attacker))
+	is.NoErr(errOf(e.b.Create(ctx, other)))
+	is.NoErr(errOf(e.b.Create(ctx, attacker)))
 	is.NoErr(e.b.Remove(ctx, other.As))
 	lease := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: attacker.As}).Lease()
 	defer lease.Close()

@@ -166,7 +166,7 @@ func TestOnlyARoleAsTheProviderWouldHaveMadeItIsAdopted(t *testing.T) {
 			p := provision(name("hidden"))
 			c.setup(e, p.As)
 			before, catalog := e.role(p.As), e.catalog()
-			err := e.b.Create(ctx, p)
+			err := errOf(e.b.Create(ctx, p))
 			is.True(err != nil) // refused
 			is.Equal(err.Error(), "create role "+p.As+": role "+p.As+" exists, the provider did not make it, and it is "+
 				strings.ReplaceAll(c.says, "%s", p.As)+"; it is not taken over") // naming the first reason
@@ -215,7 +215,7 @@ func TestARenamedRoleIsNoLongerTheProvidersAndKeepsItsData(t *testing.T) {
 		"copied; it is not the provider's and is never repaired, withdrawn or dropped"}) // said once, over two reads
 	is.True(e.b.Remove(ctx, parked) != nil) // never withdrawn
 	is.True(e.b.Drop(ctx, parked) != nil)   // nor dropped
-	err = e.b.Create(ctx, p)
+	err = errOf(e.b.Create(ctx, p))
 	is.True(err != nil) // the consumer cannot be made again over the renamed role's database
 	is.True(strings.Contains(err.Error(), `the database exists and is owned by "`+parked+`"`))
 	var kept int

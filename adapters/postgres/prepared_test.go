@@ -85,7 +85,7 @@ func TestAConsumersPreparedTransactionOnAnothersLockIsRolledBack(t *testing.T) {
 		"SELECT pg_advisory_xact_lock(hashtextextended('novox-provisioner/' || $1, 0))", victim.As)
 
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 10 * time.Second})
-	is.NoErr(b.Create(ctx, victim)) // the victim is made all the same
+	is.NoErr(errOf(b.Create(ctx, victim))) // the victim is made all the same
 	e.mustLogin(victim.As, victim.Password, victim.As)
 	is.True(!e.prepared(gid))
 	is.True(e.saidOf(victim.As + `: rolled back prepared transaction "` + gid + `" of ` + attacker.As +
@@ -119,15 +119,15 @@ func TestASuperusersPreparedTransactionIsSaidAndWaitedFor(t *testing.T) {
 	e.prepare(e.admin(""), gid, "SELECT pg_advisory_xact_lock(hashtextextended('novox-provisioner/' || $1, 0))", p.As)
 
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 300 * time.Millisecond})
-	is.True(b.Create(ctx, p) != nil) // waited for, to the lock timeout
-	is.True(e.prepared(gid))         // not the provider's to undo
+	is.True(errOf(b.Create(ctx, p)) != nil) // waited for, to the lock timeout
+	is.True(e.prepared(gid))                // not the provider's to undo
 	is.True(e.saidOf(`prepared transaction "` + gid + `" of the superuser `))
 	is.NoErr(b.Ping(ctx))
 	is.True(strings.Contains(b.Blocked(), `prepared transaction "`+gid+`"`)) // not ready while it lasts
 	e.exec("", "ROLLBACK PREPARED '"+gid+"'")
 	is.NoErr(b.Ping(ctx))
 	is.Equal(b.Blocked(), "") // and ready once it is gone
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 
 	resource, gid := name("lease"), name("gid")
 	e.prepare(e.admin(""), gid, "SELECT pg_advisory_xact_lock(hashtextextended('novox-provisioner-leader/' || $1, 0))", resource)

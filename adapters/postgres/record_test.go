@@ -80,7 +80,7 @@ func TestARoleWithPowersIsNotTakenOver(t *testing.T) {
 			p := provision(name("power"))
 			c.setup(e, p.As)
 			before, catalog := e.rolePowers(p.As), e.catalog()
-			err := e.b.Create(ctx, p)
+			err := errOf(e.b.Create(ctx, p))
 			is.True(err != nil) // refused
 			says := strings.ReplaceAll(c.says, "%s", p.As)
 			is.Equal(err.Error(), "create role "+p.As+": role "+p.As+" exists, the provider did not make it, and it is "+says+"; it is not taken over")
@@ -99,11 +99,11 @@ func TestAdoptNoneRefusesEvenAPlainRole(t *testing.T) {
 	strict := e.backendWith(postgres.Config{URL: e.srv.URL, Adopt: postgres.AdoptNone})
 	p := provision(name("strict"))
 	e.exec("", "CREATE ROLE "+p.As+" LOGIN PASSWORD 'theirs'")
-	err := strict.Create(ctx, p)
+	err := errOf(strict.Create(ctx, p))
 	is.Equal(err.Error(), "create role "+p.As+": role "+p.As+" exists and the provider did not make it; it is not taken over (adoption is off)")
 	e.mustLogin(p.As, "theirs", "postgres") // untouched
 	q := provision(name("strict"))
-	is.NoErr(strict.Create(ctx, q)) // a role it makes itself is no adoption
+	is.NoErr(errOf(strict.Create(ctx, q))) // a role it makes itself is no adoption
 }
 
 func TestTwoResourcesOnOneServerNeverTouchEachOthersConsumers(t *testing.T) {
@@ -112,14 +112,14 @@ func TestTwoResourcesOnOneServerNeverTouchEachOthersConsumers(t *testing.T) {
 	one := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: "postgres-one"})
 	two := e.backendWith(postgres.Config{URL: e.srv.URL, Resource: "postgres-two"})
 	p, q := provision(name("one")), provision(name("two"))
-	is.NoErr(one.Create(ctx, p))
-	is.NoErr(two.Create(ctx, q))
+	is.NoErr(errOf(one.Create(ctx, p)))
+	is.NoErr(errOf(two.Create(ctx, q)))
 
 	_, seen := listed(t, two, p.As)
 	is.True(!seen) // two does not see one's consumer
 	_, seen = listed(t, one, q.As)
 	is.True(!seen) // nor one two's
-	err := two.Create(ctx, p)
+	err := errOf(two.Create(ctx, p))
 	is.Equal(err.Error(), "create role "+p.As+": role "+p.As+` is managed by the provider of "postgres-one", not "postgres-two"; it is not taken over`)
 	is.True(two.Remove(ctx, p.As) != nil) // refused
 	is.True(two.Drop(ctx, p.As) != nil)   // refused

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // ensureRole creates the role, or brings it back to the definition (standing.go) under the
@@ -21,8 +23,10 @@ import (
 // provider's (the record says so, on this very role) or is exactly what the provider would have
 // made (unadoptable says why not); its password is rewritten only where the
 // stored verifier does not verify against the minted one, and nothing is written where nothing
-// differs. It answers whether the role was adopted.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (adopted bool, err error) {
+// differs. It answers what it did: made the role, adopted it, repaired it (wrote something), or
+// nothing.
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (did ports.Act, err error) {
+	var made, adopted, changed bool
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, quietSQL(b.delegated()))
 		if err != nil {
@@ -32,25 +36,13 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		if err != nil {
 			return err
 		}
-		var had record
-		if f.exists {
-			had, err = b.ours(w.role, f)
-			switch {
-			case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
-				return refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", w.role))
-			case errors.Is(err, errNotRecorded):
-				if why := unadoptable(f.standing, f.held, w.database); why != "" {
-					return refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
-				}
-				if err := b.mayAdminister(ctx, tx, w.role); err != nil {
-					return err
-				}
-				adopted = true
-			case err != nil:
-				return err
-			}
+		had, adopt, err := b.claim(ctx, tx, w, f)
+		if err != nil {
+			return err
 		}
+		made, adopted = !f.exists, adopt
 		if f.memberships() {
+			changed = true
 			if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
 				return err
 			}
@@ -63,6 +55,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 					return err
 				}
 			}
+			changed = true
 			if err := b.writeRole(ctx, tx, f.exists, w, verifier); err != nil {
 				return err
 			}
@@ -82,6 +75,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		want := record{V: recordVersion, Login: w.role, Resource: b.resource, Database: w.database, Databases: databases,
 			Derived: w.derived, State: active}
 		if adopted || !sameRecord(had, want) {
+			changed = true
 			return setRecord(ctx, tx, w.role, want)
 		}
 		return nil
@@ -90,7 +84,46 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		b.say(slog.LevelWarn, w.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
 			"it now has the minted password and is managed like any other", w.role, w.role)
 	}
-	return adopted, err
+	return actOf(made, adopted, changed), err
+}
+
+// claim is the rule of what Create may take: a role that does not exist (made), one whose
+// record on it is this provider's (had), or one in no record that adoption lets the provider
+// take over (adopt); any other is refused, and the error says why. Create and Foresee both ask
+// it, in their transactions (q), so that a plan refuses exactly what a pass would.
+func (b *Backend) claim(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, w wanted, f roleFacts) (had record, adopt bool, err error) {
+	if !f.exists {
+		return record{}, false, nil
+	}
+	had, err = b.ours(w.role, f)
+	switch {
+	case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
+		return record{}, false, refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", w.role))
+	case errors.Is(err, errNotRecorded):
+		if why := unadoptable(f.standing, f.held, w.database); why != "" {
+			return record{}, false, refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
+		}
+		if err := b.mayAdminister(ctx, q, w.role); err != nil {
+			return record{}, false, err
+		}
+		return record{}, true, nil
+	}
+	return had, false, err
+}
+
+// actOf is what ensureRole did: made the role, adopted it, changed it, or nothing.
+func actOf(made, adopted, changed bool) ports.Act {
+	switch {
+	case made:
+		return ports.ActCreate
+	case adopted:
+		return ports.ActAdopt
+	case changed:
+		return ports.ActRepair
+	}
+	return ports.ActNone
 }
 
 // quietSQL keeps the role's transaction, which may carry a verifier, out of the server's log

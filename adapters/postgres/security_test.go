@@ -63,7 +63,7 @@ CREATE FUNCTION novox_trojan_probe() RETURNS text LANGUAGE sql AS $$ SELECT 'pro
 SELECT upper('probe'::varchar);
 `)
 	p := provision(name("trojan"))
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	conn := e.mustLogin(p.As, p.Password, p.As)
 	_, err := conn.Exec(ctx, fmt.Sprintf(`
 CREATE TABLE public.who_ran (who text, super bool);
@@ -83,7 +83,7 @@ SELECT upper('self-test'::varchar);`, p.As))
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&before))
 
 	p.Values["extensions"] = []any{ext}
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	is.True(contains(e.extensions(p.As), ext)) // the extension was created
 	var supers, ranAsSuper, ranAtAll int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&supers))
@@ -256,7 +256,7 @@ func TestADeadlockReportDoesNotCarryTheVerifier(t *testing.T) {
 	rotated.Password = "rotated-" + randomHex(8)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 20 * time.Second})
 	created := make(chan error, 1)
-	go func() { created <- b.Create(ctx, rotated) }() // it waits for the consumer's row
+	go func() { created <- errOf(b.Create(ctx, rotated)) }() // it waits for the consumer's row
 	// One connection asks, however long the wait.
 	admin := e.admin("")
 	if !poll.Within(30*time.Second, func() bool {
@@ -286,8 +286,8 @@ func TestAllowExtensionsRefusesWhatItDoesNotName(t *testing.T) {
 	e := newEnv(t)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, AllowExtensions: []string{"pg_trgm", "vector"}})
 	p := provision(name("allow"), "dblink", "pg_trgm")
-	is.NoErr(b.Create(ctx, p))
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	is.Equal(e.extensions(p.As), []string{"pg_trgm", "plpgsql"})                                                              // dblink refused, pg_trgm created
 	is.Equal(e.log.said(), []string{p.As + ": extension dblink is not allowed on this server (--allow-extensions); skipped"}) // said once
 	h, err := holdsOne(ctx, b, p)
@@ -306,8 +306,8 @@ func TestTheConnectionLimitIsSetCheckedAndRepaired(t *testing.T) {
 	}
 	p, q := provision(name("limit")), provision(name("limit"))
 	q.Derived = map[string]any{"connection_limit": 2.0}
-	is.NoErr(b.Create(ctx, p))
-	is.NoErr(b.Create(ctx, q))
+	is.NoErr(errOf(b.Create(ctx, p)))
+	is.NoErr(errOf(b.Create(ctx, q)))
 	is.Equal(limit(p.As), 5) // the flag's
 	is.Equal(limit(q.As), 2) // derived's wins
 	e.mustCreate(provision(name("limit")))
@@ -316,12 +316,12 @@ func TestTheConnectionLimitIsSetCheckedAndRepaired(t *testing.T) {
 	h, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.Equal(h.Drift, []string{"connection limit"}) // seen, and named
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	is.Equal(limit(p.As), 5) // repaired
 
 	bad := provision(name("limit"))
 	bad.Derived = map[string]any{"connection_limit": "lots"}
-	err = b.Create(ctx, bad)
+	err = errOf(b.Create(ctx, bad))
 	is.Equal(err.Error(), "derived.connection_limit is lots, not a whole number of connections (-1 for no limit)")
 }
 

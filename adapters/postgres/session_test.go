@@ -38,8 +38,8 @@ func TestAConsumersSettingsDoNotSteerTheProvider(t *testing.T) {
 
 	withTrgm := p
 	withTrgm.Values = map[string]any{"name": p.As, "extensions": []any{"pg_trgm"}}
-	is.NoErr(e.b.Create(ctx, withTrgm)) // made, whatever the database says its sessions do
-	is.True(e.holds(withTrgm))          // and checked
+	is.NoErr(errOf(e.b.Create(ctx, withTrgm))) // made, whatever the database says its sessions do
+	is.True(e.holds(withTrgm))                 // and checked
 
 	var self, schemaOwner, extOwner, extSchema string
 	admin := e.admin("")

@@ -36,7 +36,7 @@ func TestVerifiersUseTheServersScramIterationsAndOthersStillVerify(t *testing.T)
 	// The provider's sessions have scram_iterations 8192, as a setting on its role would give them.
 	b := e.backend(withParam(e.srv.URL, "scram_iterations=8192"))
 	p := provision(name("iter"))
-	is.NoErr(b.Create(ctx, p))
+	is.NoErr(errOf(b.Create(ctx, p)))
 	stored := e.stored(p.As)
 	is.True(strings.HasPrefix(stored, "SCRAM-SHA-256$8192:")) // computed with the server's setting
 	e.mustLogin(p.As, p.Password, p.As)                       // and the server lets the consumer in with it

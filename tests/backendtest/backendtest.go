@@ -5,7 +5,9 @@ package backendtest
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,11 +48,13 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		}
 		return h.Held
 	}
-	create := func(t *testing.T, p ports.Provision) {
+	create := func(t *testing.T, p ports.Provision) ports.Act {
 		t.Helper()
-		if err := b.Create(ctx, p); err != nil {
+		did, err := b.Create(ctx, p)
+		if err != nil {
 			t.Fatalf("create %s: %v", p.As, err)
 		}
+		return did
 	}
 	remove := func(t *testing.T, p ports.Provision) {
 		t.Helper()
@@ -238,8 +242,8 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 			t.Fatalf("an adopted role recorded %v as %+v", ok, m)
 		}
 		w.Powerful(t, powerful.As)
-		if err := b.Create(ctx, powerful); err == nil {
-			t.Fatal("a role holding more than the backend gives was taken over")
+		if _, err := b.Create(ctx, powerful); !errors.Is(err, ports.ErrRefused) {
+			t.Fatalf("a role holding more than the backend gives: create answered %v, want a refusal", err)
 		}
 		if holds(t, powerful) {
 			t.Fatal("a refused role is held")
@@ -251,4 +255,107 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 			t.Fatal("a role the backend did not make was dropped")
 		}
 	})
+	t.Run("Create says what it did", func(t *testing.T) {
+		p := fresh()
+		if did := create(t, p); did != ports.ActCreate {
+			t.Fatalf("a first create said %q, want %q", did, ports.ActCreate)
+		}
+		if did := create(t, p); did != ports.ActNone && did != ports.ActRepair {
+			t.Fatalf("a create of what is held said %q, want nothing (or repair)", did)
+		}
+		rotated := p
+		rotated.Password = p.Password + "-rotated"
+		if did := create(t, rotated); did != ports.ActRepair {
+			t.Fatalf("a create under a new password said %q, want %q", did, ports.ActRepair)
+		}
+		plain := fresh()
+		w.Plain(t, plain.As)
+		if did := create(t, plain); did != ports.ActAdopt {
+			t.Fatalf("a create of a plain role made elsewhere said %q, want %q", did, ports.ActAdopt)
+		}
+	})
+	t.Run("Foresee names each act, in order, and changes nothing", func(t *testing.T) {
+		made, held, rotated, joined, withdrawn, plain, powerful, empty := fresh(), fresh(), fresh(), fresh(), fresh(), fresh(), fresh(), fresh()
+		create(t, held)
+		create(t, rotated)
+		rotated.Password += "-rotated"
+		create(t, joined)
+		w.Join(t, joined.As)
+		create(t, withdrawn)
+		remove(t, withdrawn)
+		w.Plain(t, plain.As)
+		w.Powerful(t, powerful.As)
+		empty.Password = ""
+		ps := []ports.Provision{made, held, rotated, joined, withdrawn, plain, powerful, empty}
+		want := []ports.Act{ports.ActCreate, ports.ActNone, ports.ActRepair, ports.ActRepair, ports.ActRepair, ports.ActAdopt,
+			ports.ActRefuse, ports.ActRefuse}
+		managedBefore, err := b.Managed(ctx)
+		if err != nil {
+			t.Fatalf("managed: %v", err)
+		}
+		heldBefore := b.HoldsAll(ctx, ps, 30*time.Second)
+		seen := b.Foresee(ctx, ps, 30*time.Second)
+		if len(seen) != len(ps) {
+			t.Fatalf("%d answers for %d consumers", len(seen), len(ps))
+		}
+		for i, f := range seen {
+			if f.Err != nil {
+				t.Fatalf("foresee %s: %v", ps[i].As, f.Err)
+			}
+			if f.Act != want[i] {
+				t.Fatalf("foresee %s (#%d): %q %v, want %q", ps[i].As, i, f.Act, f.Why, want[i])
+			}
+			if (f.Act == ports.ActNone) == (len(f.Why) > 0) && f.Act != ports.ActCreate {
+				t.Fatalf("foresee %s: %q with why %v", ps[i].As, f.Act, f.Why)
+			}
+		}
+		if !slices.Contains(seen[2].Why, "password") {
+			t.Fatalf("a rotated password foreseen as %v, which does not name the password", seen[2].Why)
+		}
+		managedAfter, err := b.Managed(ctx)
+		if err != nil {
+			t.Fatalf("managed: %v", err)
+		}
+		if !sameRecord(managedBefore, managedAfter) {
+			t.Fatalf("the record changed: %+v, then %+v", managedBefore, managedAfter)
+		}
+		for i, a := range b.HoldsAll(ctx, ps, 30*time.Second) {
+			if a.Err != nil || heldBefore[i].Err != nil || a.Held != heldBefore[i].Held || !slices.Equal(a.Drift, heldBefore[i].Drift) {
+				t.Fatalf("%s checked as %+v before Foresee and %+v after", ps[i].As, heldBefore[i], a)
+			}
+		}
+		// What Foresee said is what Create then does.
+		for i, p := range ps[:6] {
+			if did := create(t, p); did != want[i] && !(want[i] == ports.ActNone && did == ports.ActRepair) {
+				t.Fatalf("create %s did %q, foreseen %q", p.As, did, want[i])
+			}
+		}
+		if _, err := b.Create(ctx, powerful); !errors.Is(err, ports.ErrRefused) {
+			t.Fatalf("create %s, foreseen refused: %v", powerful.As, err)
+		}
+		if _, err := b.Create(ctx, empty); !errors.Is(err, ports.ErrInvalid) {
+			t.Fatalf("create with an empty password, foreseen refused: %v", err)
+		}
+		if len(b.Foresee(ctx, nil, time.Second)) != 0 {
+			t.Fatal("answers for no consumers")
+		}
+	})
+}
+
+// sameRecord is whether two listings of the record say the same, in any order.
+func sameRecord(a, b []ports.Managed) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	byLogin := map[string]ports.Managed{}
+	for _, m := range a {
+		byLogin[m.As] = m
+	}
+	for _, m := range b {
+		was, ok := byLogin[m.As]
+		if !ok || was.Withdrawn != m.Withdrawn || !was.Since.Equal(m.Since) {
+			return false
+		}
+	}
+	return true
 }

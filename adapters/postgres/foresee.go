@@ -1,0 +1,168 @@
+// Foresee: what Create would do, found without changing anything, the plan's question. The
+// rules are Create's own (creatable, claim, notHandedOver) and the drift is the check's
+// (HoldsAll), so that a plan says what a pass does, never a second idea of it.
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// creatable is what Create checks of p before its first statement: every name, and a password.
+// Its errors are of kind ports.ErrInvalid.
+func (b *Backend) creatable(p ports.Provision) (wanted, error) {
+	w, err := b.wantedOf(p)
+	if err != nil {
+		return wanted{}, err
+	}
+	if p.Password == "" {
+		return wanted{}, invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
+	}
+	return w, nil
+}
+
+// Foresee answers, in the order of ps, what Create would do for each, and changes nothing: the
+// roles and databases are read in one read-only transaction (no lock is taken, not even the
+// consumer's advisory lock, and nothing is written, not even the record), then the consumers
+// the provider may take are checked as HoldsAll checks them. each bounds the reading of one
+// consumer, and each check. A consumer Create would refuse is answered with the reason its
+// error would give.
+func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Foresight {
+	out := make([]ports.Foresight, len(ps))
+	wants := make([]wanted, len(ps))
+	valid := make([]int, 0, len(ps))
+	for i, p := range ps {
+		w, err := b.creatable(p)
+		if err != nil {
+			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}
+			continue
+		}
+		wants[i] = w
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return out
+	}
+	looks, err := b.lookAt(ctx, wants, valid, each)
+	if err != nil {
+		for _, i := range valid {
+			out[i].Err = fmt.Errorf("look at %s: %w", wants[i].role, err)
+		}
+		return out
+	}
+	var check []int // the roles that exist and Create may take: what a check says decides
+	adopting := map[int]bool{}
+	for k, i := range valid {
+		w, l := wants[i], looks[k]
+		switch {
+		case l.refusal != nil:
+			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{l.refusal.Error()}}
+		case !l.role.exists:
+			why := []string{"role " + w.role}
+			if !l.db.exists {
+				why = append(why, "database "+w.database)
+			}
+			out[i] = ports.Foresight{Act: ports.ActCreate, Why: why}
+		default:
+			adopting[i] = l.adopt
+			check = append(check, i)
+		}
+	}
+	checked := make([]ports.Provision, len(check))
+	for k, i := range check {
+		checked[k] = ps[i]
+	}
+	for k, a := range b.HoldsAll(ctx, checked, each) {
+		i := check[k]
+		switch {
+		case a.Err != nil:
+			out[i].Err = a.Err
+		case adopting[i]:
+			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: adoptionChanges(wants[i], a.Drift)}
+		case a.Held:
+			out[i] = ports.Foresight{Act: ports.ActNone}
+		default:
+			out[i] = ports.Foresight{Act: ports.ActRepair, Why: a.Drift}
+		}
+	}
+	return out
+}
+
+// look is what Create would find of one consumer before it writes anything: its role and its
+// database, whether it would adopt the role, and, where it would refuse, its error.
+type look struct {
+	role    roleFacts
+	db      dbFacts
+	adopt   bool
+	refusal error
+}
+
+// lookAt reads, for each consumer of wants that index names, what Create reads first (its
+// role's facts and its database's) and decides with Create's rule (claim, notHandedOver), in
+// one read-only transaction that is rolled back.
+func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, b.connectError(err)
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	looks := make([]look, len(index))
+	for k, i := range index {
+		w, l := wants[i], &looks[k]
+		cctx, cancel := context.WithTimeout(ctx, each)
+		l.role, err = b.factsOf(cctx, tx, w.role)
+		if err == nil {
+			l.db, err = databaseFacts(cctx, conn, w.database)
+		}
+		if err == nil {
+			var refusal error
+			switch _, l.adopt, refusal = b.claim(cctx, tx, w, l.role); {
+			case refusal != nil && (cctx.Err() != nil || conn.Conn().IsClosed()):
+				err = refusal // the question could not be asked
+			case refusal != nil:
+				l.refusal = fmt.Errorf("create role %s: %w", w.role, refusal)
+			default:
+				if refused := notHandedOver(l.db, w.role); refused != nil {
+					l.refusal = fmt.Errorf("create database %s: %w", w.database, refused)
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return looks, nil
+}
+
+// adoptionChanges is what taking over a role changes, from what a check of it found: the
+// record is written on it, a database missing is made, and what else differs is set as the
+// definition says.
+func adoptionChanges(w wanted, drift []string) []string {
+	out := make([]string, 0, len(drift))
+	for _, d := range drift {
+		switch d {
+		case "not recorded as the provider's":
+			d = "comment (the record)"
+		case "database missing":
+			d = "database " + w.database + " created"
+		}
+		out = append(out, d)
+	}
+	if !slices.Contains(out, "comment (the record)") {
+		out = append(out, "comment (the record)")
+	}
+	return out
+}
