@@ -15,7 +15,6 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/files"
 	"github.com/novox/postgres-provider/adapters/logger"
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
 )
 
@@ -37,6 +36,9 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	if len(args) > 0 && args[0] == "status" {
 		return statusCommand(ctx, args[1:], env, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "plan" {
+		return planCommand(ctx, args[1:], env, stdout, stderr)
+	}
 	cfg, err := parse(args, env)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s (see --help)\n", redact(err.Error(), cfg.DatabaseURL))
@@ -56,8 +58,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}
-	backend, err := postgres.New(postgres.Config{URL: cfg.DatabaseURL, Database: cfg.ProviderDB, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
-		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit})
+	backend, err := backendOf(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))
 		return 2
@@ -65,12 +66,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	defer backend.Close()
 	lease := backend.Lease()
 	defer lease.Close()
-	h := domain.New(domain.Config{
-		Resource: cfg.Resource, Receives: cfg.Receives,
-		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
-		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
-		Parallel: cfg.Parallel,
-	}, files.New(), clock.New(), backend, lease, log)
+	h := domain.New(loopConfig(cfg), files.New(), clock.New(), backend, lease, log)
 
 	if cfg.Once {
 		if h.Reconcile(ctx).Converged() {

@@ -178,6 +178,8 @@ Usage:
   provisioner --receives PATH [flags]     the daemon (with --once, one pass)
   provisioner status [--listen ADDR]      each consumer's status, and those leaving, from a
                                           running provisioner; exits 1 where it is not ready
+  provisioner plan --receives PATH [flags]
+                                          what a pass would do now, and why, changing nothing
 
 The contributions file's format: docs/contributions.md (every field, what a missing one
 means, an example), also at https://github.com/novox/postgres-provider/blob/main/docs/contributions.md.

@@ -1,0 +1,80 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+)
+
+func TestPlanIsATableWithASummary(t *testing.T) {
+	is := is.New(t)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	var out strings.Builder
+	writePlan(&out, domain.Preview{MassWithdrawal: true, Consumers: []domain.Planned{
+		{As: "letta", Act: "create", Why: []string{"role letta", "database letta"}},
+		{As: "kept", Act: ""},
+		{As: "gone", Act: "withdraw", At: now.Add(time.Minute), Held: true, Why: []string{"waits"}},
+	}}, now)
+	is.Equal(out.String(), `CONSUMER  ACT       WHEN                                                   WHY
+letta     create    next pass                                              role letta; database letta
+kept      -         -                                                      -
+gone      withdraw  2026-12-03T12:01:00Z (in 1m0s), held: mass withdrawal  waits
+
+plan: 1 create, 1 withdraw, 1 as asked; the withdrawals are held as a mass withdrawal
+`)
+}
+
+// The hostile login of issue 19, and a reason with a terminal's clear-screen, stay in their cells.
+func TestPlanFieldsFromOutsideStayInTheirCells(t *testing.T) {
+	is := is.New(t)
+	var out strings.Builder
+	writePlan(&out, domain.Preview{Consumers: []domain.Planned{
+		{As: "evil\n[provisioner:postgres] h0001: created", Act: "refuse", Why: []string{"role x\x1b[2J\tis a superuser"}},
+	}}, time.Now())
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	is.Equal(len(lines), 4)                                    // the header, one row, a blank line, the summary
+	is.True(strings.HasPrefix(lines[1], `evil\n[provisioner`)) // the login, escaped, in its row
+	is.True(!strings.ContainsAny(out.String(), "\x1b\t\r"))    // no raw control byte
+}
+
+func TestPlanExitCodesWithoutAServer(t *testing.T) {
+	is := is.New(t)
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Main(context.Background(), append([]string{"plan"}, args...), nil, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, _ := run("--help")
+	is.Equal(code, 0) // --help is no usage error
+	is.True(strings.HasPrefix(out, "Usage: provisioner plan"))
+	code, _, errs := run("--receives", "/c.json", "--format", "yaml")
+	is.Equal(code, 2) // a format it does not write
+	is.True(strings.Contains(errs, `--format "yaml": want text or json`))
+	code, _, _ = run("--every", "soon", "--receives", "/c.json")
+	is.Equal(code, 2) // the daemon's flags, checked as the daemon checks them
+	code, _, _ = run("--format")
+	is.Equal(code, 2)
+
+	torn := filepath.Join(t.TempDir(), "c.json")
+	is.NoErr(os.WriteFile(torn, []byte(`{"requirement":"postgres","given":[`), 0o600))
+	code, out, errs = run("--format=json", "--receives", torn, "--database-url", "postgres://nobody@127.0.0.1:1/postgres")
+	is.Equal(code, 1) // could not plan
+	is.Equal(out, "")
+	is.True(strings.Contains(errs, "could not plan: contributions file is not JSON"))
+}
+
+func TestFormatIsTakenOutOfTheDaemonsFlags(t *testing.T) {
+	is := is.New(t)
+	format, rest, err := formatOf([]string{"--receives", "/c.json", "-format=json", "--every", "1s"})
+	is.NoErr(err)
+	is.Equal(format, "json")
+	is.Equal(rest, []string{"--receives", "/c.json", "--every", "1s"})
+}

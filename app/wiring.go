@@ -1,0 +1,23 @@
+package app
+
+import (
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// backendOf is the PostgreSQL backend cfg names: the daemon's, and the plan's.
+func backendOf(cfg Config, log ports.Logger) (*postgres.Backend, error) {
+	return postgres.New(postgres.Config{URL: cfg.DatabaseURL, Database: cfg.ProviderDB, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
+		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit})
+}
+
+// loopConfig is the reconcile loop's configuration from cfg: the daemon's, and the plan's.
+func loopConfig(cfg Config) domain.Config {
+	return domain.Config{
+		Resource: cfg.Resource, Receives: cfg.Receives,
+		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
+		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
+		Parallel: cfg.Parallel,
+	}
+}
