@@ -58,7 +58,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2
 	}
-	backend, err := backendOf(cfg, log)
+	backend, err := backendOf(cfg, log, false)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))
 		return 2

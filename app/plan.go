@@ -48,7 +48,7 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 		fmt.Fprintf(stderr, "provisioner plan: %v\n", err)
 		return planUsage
 	}
-	backend, err := backendOf(cfg, log)
+	backend, err := backendOf(cfg, log, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner plan: %s\n", redact(err.Error(), cfg.DatabaseURL))
 		return planUsage

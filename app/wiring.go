@@ -6,10 +6,11 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// backendOf is the PostgreSQL backend cfg names: the daemon's, and the plan's.
-func backendOf(cfg Config, log ports.Logger) (*postgres.Backend, error) {
+// backendOf is the PostgreSQL backend cfg names: the daemon's, and (readOnly: its every session
+// refuses writes) the plan's.
+func backendOf(cfg Config, log ports.Logger, readOnly bool) (*postgres.Backend, error) {
 	return postgres.New(postgres.Config{URL: cfg.DatabaseURL, Database: cfg.ProviderDB, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
-		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit})
+		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit, ReadOnly: readOnly})
 }
 
 // loopConfig is the reconcile loop's configuration from cfg: the daemon's, and the plan's.

@@ -71,6 +71,10 @@ type Config struct {
 	// one, whatever database its URL names. Empty is DefaultDatabase. A template database is
 	// refused: a session there makes every CREATE DATABASE fail.
 	Database string
+	// ReadOnly makes every session of the Backend refuse writes (default_transaction_read_only):
+	// the server itself then keeps a Backend that only looks (provisioner plan) from changing
+	// anything. Create, Remove and Drop fail on it.
+	ReadOnly bool
 }
 
 // DefaultMaxConnections is Config.MaxConnections' default: enough for eight consumers at once,
@@ -175,6 +179,9 @@ func New(cfg Config) (*Backend, error) {
 	// create in public, the default before PostgreSQL 15, would otherwise let a consumer's
 	// public.hashtextextended(text, integer) outbid the catalog's on the lock calls).
 	knownState(pc.ConnConfig.RuntimeParams, pc.ConnConfig.User, lockTimeout)
+	if cfg.ReadOnly {
+		pc.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	application := pc.ConnConfig.RuntimeParams["application_name"]
 	if application == "" {
 		host, _ := os.Hostname()

@@ -1,0 +1,64 @@
+package postgres_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// A Backend whose every session the server keeps read-only (what provisioner plan runs on)
+// foresees each act, with Create's reasons, and writes nothing.
+func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	_, err := plan.Managed(ctx) // as a plan does first: the server's mode
+	is.NoErr(err)
+
+	fresh, held, limited, plain, super, squatted := provision(name("fresh"), "pg_trgm"), provision(name("held"), "pg_trgm"),
+		provision(name("limited")), provision(name("plain")), provision(name("super")), provision(name("squat"))
+	e.mustCreate(held)
+	e.mustCreate(limited)
+	e.exec("", `ALTER ROLE "`+limited.As+`" CONNECTION LIMIT 3`) // behind the provider's back
+	e.exec("", `CREATE ROLE "`+plain.As+`" LOGIN`)
+	e.exec("", `CREATE ROLE "`+super.As+`" LOGIN SUPERUSER`)
+	e.exec("", `CREATE DATABASE "`+squatted.As+`"`) // owned by the server's superuser
+	t.Cleanup(func() {
+		e.exec("", `DROP ROLE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+super.As+`"`, `DROP DATABASE IF EXISTS "`+squatted.As+`"`)
+	})
+	bad := provision("pg_bad")
+
+	before := e.catalog()
+	seen := plan.Foresee(ctx, []ports.Provision{fresh, held, limited, plain, super, squatted, bad}, 30*time.Second)
+	is.Equal(e.catalog(), before) // nothing made, nothing dropped
+	acts := make([]ports.Act, len(seen))
+	for i, f := range seen {
+		is.NoErr(f.Err) // every one could be looked at
+		acts[i] = f.Act
+	}
+	is.Equal(acts, []ports.Act{ports.ActCreate, ports.ActNone, ports.ActRepair, ports.ActAdopt, ports.ActRefuse, ports.ActRefuse, ports.ActRefuse})
+	is.Equal(seen[2].Why, []string{"connection limit"})                            // the drift words
+	is.True(slices.Contains(seen[3].Why, "comment (the record)"))                  // what adoption writes
+	is.True(slices.Contains(seen[3].Why, "password"))                              // and changes
+	is.True(strings.Contains(seen[4].Why[0], "a superuser; it is not taken over")) // Create's reason
+	is.True(strings.Contains(seen[5].Why[0], "not handed over"))
+	is.True(strings.Contains(seen[6].Why[0], "reserved")) // the name's check
+
+	// The same reasons as Create's own errors, which the read-write Backend then meets.
+	_, err = e.b.Create(ctx, super)
+	is.True(errors.Is(err, ports.ErrRefused))
+	is.Equal(err.Error(), seen[4].Why[0])
+	_, err = e.b.Create(ctx, squatted)
+	is.True(errors.Is(err, ports.ErrRefused))
+	is.True(strings.HasSuffix(err.Error(), seen[5].Why[0]))
+
+	_, err = plan.Create(ctx, fresh)
+	is.True(err != nil) // the server refuses a plan's Backend any write
+}
