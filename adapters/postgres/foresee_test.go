@@ -62,3 +62,37 @@ func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
 	_, err = plan.Create(ctx, fresh)
 	is.True(err != nil) // the server refuses a plan's Backend any write
 }
+
+// BenchmarkForesee is a plan's question of the server: 1,000 consumers of which nothing exists
+// (every one looked at in the read-only transaction, none checked), and 20 that exist, with
+// pg_trgm (looked at, then checked as a verify pass checks them).
+func BenchmarkForesee(b *testing.B) {
+	e := newEnv(b)
+	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	if _, err := plan.Managed(ctx); err != nil {
+		b.Fatal(err)
+	}
+	fresh := make([]ports.Provision, 1000)
+	for i := range fresh {
+		fresh[i] = provision(name("nothing"))
+	}
+	made := make([]ports.Provision, 20)
+	for i := range made {
+		made[i] = provision(name("made"), "pg_trgm")
+		e.mustCreate(made[i])
+	}
+	for _, c := range []struct {
+		name string
+		ps   []ports.Provision
+	}{{"1000 new", fresh}, {"20 made", made}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, f := range plan.Foresee(ctx, c.ps, 30*time.Second) {
+					if f.Err != nil {
+						b.Fatal(f.Err)
+					}
+				}
+			}
+		})
+	}
+}
