@@ -236,6 +236,7 @@ func TestPlanNamesEveryActionAndChangesNothing(t *testing.T) {
 	// The table for people: a row per consumer, what is done to it and why.
 	code, table, _ := runPlan(t, with("--withdraw-settle", "1h")...)
 	is.Equal(code, 3)
+	t.Logf("provisioner plan said:\n%s", table) // for the operators' docs: what a plan looks like
 	is.True(strings.HasPrefix(table, "CONSUMER"))
 	for _, row := range [][2]string{{super.as, "refuse"}, {drifted.as, "repair"}, {fresh.as, "create"}, {plain.as, "adopt"},
 		{unwritten.as, "wait"}, {leaver.as, "withdraw"}} {
