@@ -136,3 +136,15 @@ func TestTheReportShowsAHeldMassWithdrawal(t *testing.T) {
 		is.True(l.DropAt.IsZero()) // the retain policy never drops
 	}
 }
+
+// A role the backend takes over says so: adopted, not created.
+func TestAnAdoptionIsSaidAsOne(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.backend.outside = map[string]bool{"letta": false} // a plain role, made elsewhere
+	w.write("/s/letta", "pw")
+	w.write("/s/bob", "pw")
+	w.contributions(consumer("letta", "/s/letta"), consumer("bob", "/s/bob"))
+	w.pass(0)
+	is.Equal(w.log.audit(), []string{"letta: adopted", "bob: created"})
+}
