@@ -105,11 +105,9 @@ func (s *store) forgetIfIdle(c *consumer) {
 // list marks who the file lists now; those it stopped listing are unlisted, and forgotten
 // where nothing of them is applied or recorded.
 func (s *store) list(given []contribution) {
-	for _, g := range given {
-		s.of(g.As).listed = true
-	}
 	listed := make(map[string]bool, len(given))
 	for _, g := range given {
+		s.of(g.As).listed = true
 		listed[g.As] = true
 	}
 	for as, c := range s.by {

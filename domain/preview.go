@@ -147,8 +147,8 @@ func (h *Harness) previewLeaving() ([]Planned, bool) {
 	leaving := h.planLeaving()
 	need, mass := h.hold(leaving)
 	withdrawAt := now
-	if settled := h.settled(mass); settled < need {
-		withdrawAt = now.Add(need - settled)
+	if due := h.withdrawalDue(mass); due.After(now) {
+		withdrawAt = due
 	}
 	var out []Planned
 	seen := map[*consumer]bool{}

@@ -39,24 +39,30 @@ func advance(w *world, done <-chan struct{}) {
 	}
 }
 
+// running runs w's loop until c ends, handing each pass's Report to passes; done closes when
+// Run returns.
+func running(c context.Context, w *world, wake <-chan struct{}) (passes <-chan domain.Report, done <-chan struct{}) {
+	reports, ended := make(chan domain.Report), make(chan struct{})
+	go func() {
+		w.h.Run(c, wake, func(r domain.Report) {
+			select {
+			case reports <- r:
+			case <-c.Done(): // the test stopped listening: a pass the clock fired after it had seen enough
+			}
+		})
+		close(ended)
+	}()
+	return reports, ended
+}
+
 func TestRunPassesOnTheTimerAndOnWake(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
 	w.write("/s/letta", "pw")
 	w.contributions(consumer("letta", "/s/letta"))
-	passes := make(chan domain.Report)
 	wake := make(chan struct{})
 	c, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		w.h.Run(c, wake, func(r domain.Report) {
-			select {
-			case passes <- r:
-			case <-c.Done(): // the test stopped listening: a pass the clock fired after it had seen enough
-			}
-		})
-		close(done)
-	}()
+	passes, done := running(c, w, wake)
 
 	r := waitFor(t, passes)
 	is.Equal(r.Created, 1) // the first pass runs at once
@@ -114,19 +120,9 @@ func TestRunPassesWhenAHeldWithdrawalFallsDue(t *testing.T) {
 	w.pass(0)
 	w.contributions(consumer("bob", "/s/bob"))
 	changed := w.clk.Now()
-	passes := make(chan domain.Report)
 	c, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		w.h.Run(c, nil, func(r domain.Report) {
-			select {
-			case passes <- r:
-			case <-c.Done():
-			}
-		})
-		close(done)
-	}()
+	passes, done := running(c, w, nil)
 	r := waitFor(t, passes)
 	is.Equal(r.WithdrawalsHeld, 1) // the first pass holds it: the file just changed
 	stop := make(chan struct{})

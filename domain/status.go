@@ -97,11 +97,7 @@ func (h *Harness) leavingViews() []Leaving {
 			l.State, l.Since = LeavingWithdrawn, c.record.Since
 		}
 		if c.managed() && h.file.bad == 0 {
-			need, mass := h.cfg.WithdrawSettle, h.mass
-			if mass {
-				need = massFactor * h.cfg.WithdrawSettle
-			}
-			l.WithdrawAt = h.clock.Now().Add(need - h.settled(mass))
+			l.WithdrawAt = h.withdrawalDue(h.mass)
 		}
 		if h.cfg.OnWithdraw == Drop {
 			switch {

@@ -16,10 +16,24 @@ import (
 // most consumers managed within the last hour would then be gone, however the withdrawal was
 // split into steps. A file emptied by mistake is given six times as long to be put right.
 func (h *Harness) hold(leaving []*item) (time.Duration, bool) {
-	if gone, most := h.goneOf(leaving); gone > 3 && gone*2 > most {
-		return massFactor * h.cfg.WithdrawSettle, true
+	gone, most := h.goneOf(leaving)
+	mass := gone > 3 && gone*2 > most
+	return h.settleFor(mass), mass
+}
+
+// settleFor is how long the file must have stayed unchanged before a withdrawal: six times
+// Config.WithdrawSettle for a mass withdrawal.
+func (h *Harness) settleFor(mass bool) time.Duration {
+	if mass {
+		return massFactor * h.cfg.WithdrawSettle
 	}
-	return h.cfg.WithdrawSettle, false
+	return h.cfg.WithdrawSettle
+}
+
+// withdrawalDue is when a withdrawal that waits for the file to settle falls due, should the
+// file stay as it is.
+func (h *Harness) withdrawalDue(mass bool) time.Time {
+	return h.clock.Now().Add(h.settleFor(mass) - h.settled(mass))
 }
 
 // goneOf is how many of the most consumers managed within the last hour would be gone once
@@ -67,7 +81,7 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*item, r *Report) {
 	}
 	need, mass := h.hold(leaving)
 	if settled := h.settled(mass); settled < need {
-		h.heldUntil = h.clock.Now().Add(need - settled)
+		h.heldUntil = h.withdrawalDue(mass)
 		r.MassWithdrawal = mass
 		if mass && !h.mass {
 			h.say(slog.LevelError, "", "WITHDRAWAL HELD: %s no longer lists %d of the %d consumers the provider manages%s; "+
