@@ -9,6 +9,10 @@
 // already made, against one catalog query; and, with the daemon running over consumers that
 // each name an extension and a verify pass due, the time from the file changing to the new
 // consumer's database existing.
+//
+// The server's files are where os.TempDir says: on disk by default, where a drop waits on the
+// disk as a real server's does; TMPDIR=/dev/shm runs it in memory, where the time is CPU only
+// and the provider's own statements weigh most.
 package main
 
 import (

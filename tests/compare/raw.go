@@ -192,7 +192,13 @@ WHERE r.rolname = ANY($1)`, cs)
 }
 
 // cleanup drops what a round made and leaves the server as the next round should find it: the
-// dead catalog rows vacuumed and a checkpoint taken, so that neither side pays for the other's.
+// dead catalog rows vacuumed, a checkpoint taken and the machine's writes on disk (sync), so
+// that neither side pays for the other's. The sync matters most to the withdraw workload: the
+// kernel writes a file back some 30 s after it was written (vm.dirty_expire_centisecs), and
+// dropping a database whose files are on disk frees their blocks, where one whose files were
+// never written back costs almost nothing. Unsynced, the side that drops later (the daemon,
+// after its hold) found its databases on disk and the other did not, which was the slow mode
+// of issue 19; synced, both drop what a server's long-lived databases are: files on disk.
 func (b *bench) cleanup(ctx context.Context, cs []string) error {
 	if len(cs) > 0 {
 		if err := b.rawDrop(ctx, cs, 4, true); err != nil {
@@ -212,6 +218,7 @@ func (b *bench) cleanup(ctx context.Context, cs []string) error {
 			return fmt.Errorf("clean up: %s: %w", strings.Fields(sql)[0], err)
 		}
 	}
+	syscall.Sync()
 	return nil
 }
 
