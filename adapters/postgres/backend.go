@@ -102,6 +102,7 @@ type Backend struct {
 	timeout  time.Duration
 	log      ports.Logger
 	self     string // the provider's own role, never given to a consumer
+	home     string // the database of the provider's own sessions (the pool's)
 	server   string // user@host:port, to name the server in what is said
 	// application is the application_name of the Backend's sessions: which provider, and
 	// which replica of it, a session on the server is.
@@ -207,7 +208,7 @@ func New(cfg Config) (*Backend, error) {
 	cc := pc.ConnConfig
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
-		self: cc.User, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
+		self: cc.User, home: cfg.Database, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
 	if named != "" && named != cfg.Database {
 		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
 			"as every replica's do", named, cfg.Database)

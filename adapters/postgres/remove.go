@@ -77,15 +77,11 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
-		// Elsewhere it owns nothing: DROP OWNED there only revokes what it was granted. Here it
-		// also revokes its privileges on shared objects ("").
-		var here string
-		if err := conn.QueryRow(ctx, "SELECT pg_catalog.current_database()::text").Scan(&here); err != nil {
-			return fmt.Errorf("drop %s: %w", as, err)
-		}
+		// Elsewhere it owns nothing: DROP OWNED there only revokes what it was granted. Here (the
+		// pool's database) it also revokes its privileges on shared objects ("").
 		revokeHere := false
 		for _, db := range slices.DeleteFunc(slices.Clone(h.grantedIn), ours) {
-			if db == "" || db == here {
+			if db == "" || db == b.home {
 				revokeHere = true
 				continue
 			}

@@ -28,28 +28,34 @@ const (
 	ownIn sessions = `a.datname = $1 AND a.usename = current_user`
 )
 
+// ending is the statement that ends the sessions which selects, and answers how many it asked
+// to end.
+func ending(which sessions) string {
+	return `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+WHERE a.pid <> pg_catalog.pg_backend_pid() AND ` + string(which)
+}
+
 // terminate ends the sessions which selects, and answers how many it asked to end.
 func terminate(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, which sessions, args ...any) (int, error) {
 	var ended int
-	err := q.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
-JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
-WHERE a.pid <> pg_catalog.pg_backend_pid() AND `+string(which), args...).Scan(&ended)
+	err := q.QueryRow(ctx, ending(which), args...).Scan(&ended)
 	return ended, err
 }
 
-// endSessions ends every session of role, where the provider may (maySignal says once where
-// it may not).
+// endSessions ends every session of role, where the provider may (saySignal says once where
+// it may not): whether it may and the ending are one statement.
 func (b *Backend) endSessions(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, role string) error {
-	if may, err := b.maySignal(ctx, q, role); err != nil || !may {
-		return err
-	}
-	if _, err := terminate(ctx, q, ofRole, role); err != nil {
+	var may bool
+	err := q.QueryRow(ctx, `SELECT m.may, (`+ending(ofRole)+` AND m.may) FROM (`+sqlMaySignal+` AS may) m`, role).Scan(&may, new(int))
+	if err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}
+	b.saySignal(role, may)
 	return nil
 }
 
@@ -72,15 +78,9 @@ func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db str
 // member of pg_signal_backend, or one that has the role's privileges.
 const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role($1::text::name, 'USAGE')`
 
-// maySignal is whether the provider may end role's sessions; where it may not, that is said
-// once, naming what its role lacks.
-func (b *Backend) maySignal(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, role string) (bool, error) {
-	var may bool
-	if err := q.QueryRow(ctx, sqlMaySignal, role).Scan(&may); err != nil {
-		return false, err
-	}
+// saySignal says once, naming what the provider's role lacks, where it may not end role's
+// sessions, and forgets that once it may.
+func (b *Backend) saySignal(role string, may bool) {
 	if !may && b.said.first("signal/"+role, "lacks") {
 		b.say(slog.LevelWarn, role, "%s: its sessions are not ended: the provider's role %s may not end them "+
 			"(GRANT pg_signal_backend TO %s); they end when they disconnect", role, b.self, b.self)
@@ -88,5 +88,4 @@ func (b *Backend) maySignal(ctx context.Context, q interface {
 	if may {
 		b.said.clear("signal/" + role)
 	}
-	return may, nil
 }
