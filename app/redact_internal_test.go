@@ -12,6 +12,12 @@ func TestRedactHidesTheConnectionStringsPassword(t *testing.T) {
 		{"a URL's user information", "postgres://admin:s3cr%2Ft@db:5432/postgres", "bad: s3cr/t, s3cr%2Ft, s3cr%2Ft"},
 		{"a URL's password parameter", "postgres://admin@db/postgres?password=s3cr%2Ft", "bad: s3cr/t and s3cr%2Ft"},
 		{"key=value", "host=db password=s3cr/t port=5432", "bad: s3cr/t, s3cr%2Ft"},
+		{"a URL naming several hosts", "postgres://admin:s3cr%2Ft@db1:5432,db2:5433/postgres?target_session_attrs=read-write",
+			"bad: s3cr/t, s3cr%2Ft"},
+		{"a URL naming an IPv6 host among several", "postgresql://admin:s3cr%2Ft@[::1]:5432,db2/postgres?target_session_attrs=primary",
+			"bad: s3cr/t, s3cr%2Ft"},
+		{"a password parameter beside an IPv6 host among several", "postgresql://admin@[::1]:5432,db2/postgres?password=s3cr%2Ft",
+			"bad: s3cr/t, s3cr%2Ft"},
 		{"key=value, quoted", "host=db password='s3cr/t'", "bad: 's3cr/t'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

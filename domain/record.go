@@ -73,6 +73,9 @@ func (h *Harness) serverProblem(err error, r *Report) {
 	r.ServerProblem = text
 	if h.server.again(text) {
 		consequence := "nothing is created, checked or withdrawn until this is resolved"
+		if errors.Is(err, ports.ErrInRecovery) {
+			consequence = "nothing is created, checked or withdrawn until it is promoted or the URL names a primary"
+		}
 		if h.cfg.Once {
 			consequence = "nothing was created, checked or withdrawn"
 		}

@@ -162,6 +162,12 @@ var (
 	ErrTransient = errors.New("transient")
 )
 
+// ErrInRecovery is a backend, or a Lease, that reached only a server in recovery (a standby,
+// read only) where it must write: nothing can be created, checked or withdrawn until it is
+// promoted or the connection names a primary. It comes with ErrTransient (a promotion ends
+// it); the domain says it as the backend's problem, with that consequence.
+var ErrInRecovery = errors.New("in recovery")
+
 // ErrNotAsked is HoldsAll's answer about a consumer it did not check because an earlier check
 // timed out: a backend that timed out for one consumer is likely to for the next.
 var ErrNotAsked = errors.New("not asked: an earlier check timed out")

@@ -158,6 +158,10 @@ func logged(t *testing.T, srv *pgserver.Server, from int) ([]string, int) {
 
 var loggedStatement = regexp.MustCompile(`(?s)LOG:  (?:statement|execute [^:]*): (.*?)(?:\n\d{4}-\d\d-\d\d \d\d:|\z)`)
 
+// readOnlySession is the one SET a plan sends: each of its sessions made read only once the
+// URL's own test of it (target_session_attrs) passed.
+const readOnlySession = "SET default_transaction_read_only = on"
+
 // writing is a statement that changes something, or takes a lock a provider's create takes.
 var writing = regexp.MustCompile(`(?im)^\s*(CREATE|ALTER|DROP|GRANT|REVOKE|COMMENT|INSERT|UPDATE|DELETE|TRUNCATE|REASSIGN|SECURITY|LOCK|SET|RESET|COPY|PREPARE|COMMIT PREPARED)\b|advisory_lock|set_config|pg_terminate_backend|pg_cancel_backend`)
 
@@ -204,7 +208,7 @@ func TestPlanNamesEveryActionAndChangesNothing(t *testing.T) {
 	is.True(doc.Pending)
 	is.True(len(statements) > 3) // the plan asked the server (so the check below can bite)
 	for _, s := range statements {
-		if writing.MatchString(s) {
+		if writing.MatchString(s) && strings.TrimSpace(s) != readOnlySession {
 			t.Fatalf("the plan sent a statement that writes or locks: %s", s)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -71,9 +70,10 @@ type Config struct {
 	// one, whatever database its URL names. Empty is DefaultDatabase. A template database is
 	// refused: a session there makes every CREATE DATABASE fail.
 	Database string
-	// ReadOnly makes every session of the Backend refuse writes (default_transaction_read_only):
-	// the server itself then keeps a Backend that only looks (provisioner plan) from changing
-	// anything. Create, Remove and Drop fail on it.
+	// ReadOnly makes every session of the Backend refuse writes (default_transaction_read_only,
+	// set once the URL's own test of the session passed): the server itself then keeps a Backend
+	// that only looks (provisioner plan) from changing anything. Create, Remove and Drop fail on
+	// it.
 	ReadOnly bool
 }
 
@@ -103,7 +103,11 @@ type Backend struct {
 	log      ports.Logger
 	self     string // the provider's own role, never given to a consumer
 	home     string // the database of the provider's own sessions (the pool's)
-	server   string // user@host:port, to name the server in what is said
+	server   string // user@host:port (user@host1:port1,host2:port2), to name the server in what is said
+	hosts    bool   // the URL names several hosts: a session names the one it reached
+	readOnly bool   // every session refuses writes (Config.ReadOnly)
+	// last is the host the Backend's sessions last reached, where the URL names several.
+	last atomic.Pointer[reachedHost]
 	// application is the application_name of the Backend's sessions: which provider, and
 	// which replica of it, a session on the server is.
 	application string
@@ -180,9 +184,6 @@ func New(cfg Config) (*Backend, error) {
 	// create in public, the default before PostgreSQL 15, would otherwise let a consumer's
 	// public.hashtextextended(text, integer) outbid the catalog's on the lock calls).
 	knownState(pc.ConnConfig.RuntimeParams, pc.ConnConfig.User, lockTimeout)
-	if cfg.ReadOnly {
-		pc.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
-	}
 	application := pc.ConnConfig.RuntimeParams["application_name"]
 	if application == "" {
 		host, _ := os.Hostname()
@@ -200,7 +201,17 @@ func New(cfg Config) (*Backend, error) {
 	// server's version is read as it lets the provider in, an older one than OldestMajor
 	// refused, and the major remembered (the settings an older server does not know are left
 	// out of the sessions opened to consumers' databases).
-	pc.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error { return b.serverChecked(ctx, c) }
+	pc.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+		if err := b.serverChecked(ctx, c); err != nil {
+			return err
+		}
+		b.noteReached(ctx, c)
+		return nil
+	}
+	if cfg.ReadOnly {
+		pc.ConnConfig.AfterConnect = readOnlyAfter(pc.ConnConfig.AfterConnect)
+	}
+	pc.ConnConfig.ValidateConnect = validating(pc.ConnConfig.ValidateConnect)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
@@ -208,7 +219,7 @@ func New(cfg Config) (*Backend, error) {
 	cc := pc.ConnConfig
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
-		self: cc.User, home: cfg.Database, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
+		self: cc.User, home: cfg.Database, server: serverName(cc), hosts: len(hostsOf(cc)) > 1, readOnly: cfg.ReadOnly}
 	if named != "" && named != cfg.Database {
 		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
 			"as every replica's do", named, cfg.Database)

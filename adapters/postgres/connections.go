@@ -61,8 +61,8 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 	// searched (pg_temp, the session's own, is named last so that it is not searched first);
 	// what the provider creates names its schema.
 	sinceVersion(cfg.RuntimeParams, int(b.major.Load()))
-	if readOnly {
-		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	if readOnly && !b.readOnly { // a read-only Backend's sessions are already
+		cfg.AfterConnect = readOnlyAfter(cfg.AfterConnect)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -73,9 +73,11 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 }
 
 // configIn is a copy of the pool's connection settings (the server's address, TLS, the version
-// check every connection makes) for a connection to db.
+// check every connection makes) for a connection to db, trying first the host the Backend's
+// sessions last reached.
 func (b *Backend) configIn(db string) *pgx.ConnConfig {
 	cfg := b.pool.Config().ConnConfig.Copy()
 	cfg.Database = db
+	b.reachedFirst(cfg)
 	return cfg
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -25,6 +26,7 @@ type Lease struct {
 	cfg         *pgx.ConnConfig
 	resource    string
 	serverError func(error) error
+	inRecovery  func(*pgconn.PgConn) error
 	log         ports.Logger
 	timeout     time.Duration
 
@@ -65,27 +67,35 @@ func (b *Backend) Lease() *Lease {
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepaliveIdle, Interval: keepaliveInterval, Count: keepaliveCount}}
 	cfg.DialFunc = dialer.DialContext
-	return &Lease{cfg: cfg, resource: b.resource, serverError: b.serverError, log: b.log, timeout: 5 * time.Second}
+	return &Lease{cfg: cfg, resource: b.resource, serverError: b.serverError, inRecovery: b.inRecovery, log: b.log, timeout: 5 * time.Second}
 }
 
 // Held answers nil while this replica holds the lease: it checks that the lease's session is
-// alive (a session-level advisory lock lives as long as its session), and where this replica
-// holds no lease, tries to take it. Each change (taken, standing by, lost) is said once.
+// alive (a session-level advisory lock lives as long as its session) on a server that is not in
+// recovery, and where this replica holds no lease, tries to take it. A standby (advisory locks
+// work there too, and lead nobody) is never leased: its error is of kind ports.ErrInRecovery.
+// Each change (taken, standing by, lost) is said once.
 func (l *Lease) Held(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if l.conn != nil {
-		if _, err := l.conn.Exec(ctx, "SELECT 1"); err == nil {
+		var recovery bool
+		err := l.conn.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery()").Scan(&recovery)
+		if err == nil && !recovery {
 			return nil
+		}
+		if err == nil {
+			err = l.inRecovery(l.conn.PgConn())
 		} else {
-			_ = l.conn.Close(context.WithoutCancel(ctx))
-			l.conn = nil
-			if l.leader {
-				l.leader, l.back = false, stepBack
-				l.tell(slog.LevelError, fmt.Sprintf("lost the lease of %s: %v; not acting until it is taken again", l.resource, l.serverError(err)))
-			}
+			err = l.serverError(err)
+		}
+		_ = l.conn.Close(context.WithoutCancel(ctx))
+		l.conn = nil
+		if l.leader {
+			l.leader, l.back = false, stepBack
+			l.tell(slog.LevelError, fmt.Sprintf("lost the lease of %s: %v; not acting until it is taken again", l.resource, err))
 		}
 	}
 	if l.back > 0 {
@@ -96,7 +106,12 @@ func (l *Lease) Held(ctx context.Context) error {
 	if err != nil {
 		return l.serverError(err)
 	}
-	took, template, err := l.try(ctx, conn)
+	took, template, recovery, err := l.try(ctx, conn)
+	if err == nil && recovery {
+		standby := l.inRecovery(conn.PgConn())
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return standby
+	}
 	if err == nil && template {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("the provider's database %s is a template: a session there makes every CREATE DATABASE fail; "+
@@ -126,11 +141,13 @@ func (l *Lease) Held(ctx context.Context) error {
 	return nil
 }
 
-// try tries to take the lease on conn, and answers whether conn's database is a template.
-func (l *Lease) try(ctx context.Context, conn *pgx.Conn) (took, template bool, err error) {
-	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+leaseKey+"), "+
-		"(SELECT datistemplate FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())", l.resource).Scan(&took, &template)
-	return took, template, err
+// try tries to take the lease on conn, and answers whether conn's database is a template and
+// whether its server is in recovery (where the lock is not taken).
+func (l *Lease) try(ctx context.Context, conn *pgx.Conn) (took, template, recovery bool, err error) {
+	err = conn.QueryRow(ctx, "SELECT coalesce(CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_try_advisory_lock("+leaseKey+") END, false), "+
+		"(SELECT datistemplate FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()), "+
+		"pg_catalog.pg_is_in_recovery()", l.resource).Scan(&took, &template, &recovery)
+	return took, template, recovery, err
 }
 
 // takeFree takes the lease that somebody else holds where that is no replica: a session or a

@@ -52,10 +52,10 @@ func (b *Backend) from16() bool {
 	return s != nil && s.version >= 160000
 }
 
-// sqlServerRole reads what serverRole holds, whether the role may create roles and databases,
-// and the settings under which the server would log a statement's parameters, or a nested
+// sqlServerRole reads whether the server is in recovery (a standby), what serverRole holds,
+// whether the role may create roles and databases, and the settings under which the server would log a statement's parameters, or a nested
 // statement's text, in this session: what a provider that is not a superuser cannot turn off.
-const sqlServerRole = `SELECT rolsuper, rolcreaterole, rolcreatedb, pg_catalog.current_setting('server_version_num')::int,
+const sqlServerRole = `SELECT pg_catalog.pg_is_in_recovery(), rolsuper, rolcreaterole, rolcreatedb, pg_catalog.current_setting('server_version_num')::int,
        array_remove(CASE WHEN pg_catalog.current_setting('log_parameter_max_length')::int <> 0 THEN ARRAY[
                CASE WHEN pg_catalog.current_setting('log_statement') = 'all' THEN 'log_statement = all' END,
                CASE WHEN pg_catalog.current_setting('log_min_duration_statement')::int >= 0

@@ -103,7 +103,8 @@ func (r record) managed(as string) ports.Managed {
 }
 
 // Managed lists the consumers this provider's record names, active or withdrawn, after it checked
-// the server as a whole: reachable, the provider let in, and a superuser or allowed to create
+// the server as a whole: reachable, not in recovery (a standby is of kind ports.ErrInRecovery),
+// the provider let in, and a superuser or allowed to create
 // roles and databases (its mode, read afresh each time). Its error says what is wrong with the
 // server, and what to do.
 func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
@@ -114,13 +115,21 @@ func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
 SELECT r.rolname::text, d.description
 FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
   ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
-	results := b.pool.SendBatch(ctx, batch)
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, b.serverError(err)
+	}
+	defer conn.Release()
+	results := conn.SendBatch(ctx, batch)
 	defer results.Close()
-	var super, createRole, createDB bool
+	var recovery, super, createRole, createDB bool
 	var version int
 	var loud []string
-	if err := results.QueryRow().Scan(&super, &createRole, &createDB, &version, &loud); err != nil {
+	if err := results.QueryRow().Scan(&recovery, &super, &createRole, &createDB, &version, &loud); err != nil {
 		return nil, b.serverError(err)
+	}
+	if recovery { // nothing it says is the provider's to act on: a primary's record may differ
+		return nil, b.inRecovery(conn.Conn().PgConn())
 	}
 	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
 		return nil, err

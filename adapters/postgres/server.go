@@ -46,6 +46,9 @@ func reason(err error) string {
 	var pgErr *pgconn.PgError
 	var netErr *net.OpError
 	var old unsupported
+	if text := noPrimary(err); text != "" {
+		return text
+	}
 	switch {
 	case errors.As(err, &old):
 		return old.Error()

@@ -95,13 +95,22 @@ func Start(opts Options) (*Server, error) {
 	} else if password, err = s.storedPassword(); err != nil {
 		return nil, s.fail(err)
 	}
+	if err := s.launch(run, data, password, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts the server on data, on the port opts names or a free one, and waits until it
+// takes connections; where it cannot, what Start made goes.
+func (s *Server) launch(run *syscall.Credential, data, password string, opts Options) error {
 	for attempt := 0; ; attempt++ {
-		err = s.start(run, data, password, opts)
+		err := s.start(run, data, password, opts)
 		if err == nil {
-			return s, nil
+			return nil
 		}
 		if attempt == 2 || opts.Port != 0 { // a port taken between choosing and binding it is tried again
-			return nil, s.fail(err)
+			return s.fail(err)
 		}
 	}
 }
