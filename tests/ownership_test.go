@@ -111,12 +111,22 @@ func TestARenameLosesNoData(t *testing.T) {
 	})
 
 	eventually(t, "the renamed role said", func() bool { return p.count("role "+parked+" carries the provider's record of "+v.as) == 1 })
-	eventually(t, "v's create refused over the parked database", func() bool {
-		return p.count(`the database exists and is owned by "`+parked+`"`) >= 1
-	})
-	p.passes(20)                                  // 4 s of passes: past the settle and the drop's delay
+	refused := v.as + ": create failed, will retry: create role " + v.as + ": " + v.as + " is now the role " + parked + " (renamed"
+	eventually(t, "v's create refused, naming the role it is now", func() bool { return p.count(refused) == 1 })
+	p.passes(30)                                  // 6 s of passes, 6 verify passes: past the settle and the drop's delay
 	is.Equal(p.count(parked+": no longer in"), 0) // never withdrawn
 	is.Equal(p.count("dropping it"), 0)           // nor dropped
+	// Issue 28, case 4: said once, and backed off as a refused create, not found lost and
+	// applied again at every verify pass.
+	is.Equal(p.count(v.as+": the backend no longer holds it; applying again"), 1)
+	is.Equal(p.count(v.as+": what drifted:"), 1)
+	is.Equal(p.count(v.as+": create failed"), 1)
+	is.Equal(p.count("] "+v.as+": "), 4) // "created", those three lines, and nothing else of v
+	exists, _ := roleLeft(t, url, v.as)
+	is.True(!exists) // no second role made beside the renamed one
+	_, doc, _ := planJSON(t, m.args("--database-url", url)...)
+	is.Equal(doc.of(t, v.as).Act, "refuse")                                                        // a plan foresees the refusal
+	is.True(strings.Contains(doc.of(t, v.as).Why[0], v.as+" is now the role "+parked+" (renamed")) // for the same reason
 	var x int
 	is.NoErr(query(t, url, v.as, "SELECT x FROM notes", &x))
 	is.Equal(x, 42)                                                       // the data is there

@@ -1,11 +1,15 @@
 package postgres_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Only what is its own: a consumer's role holds its login and database and nothing else, and
@@ -215,9 +219,15 @@ func TestARenamedRoleIsNoLongerTheProvidersAndKeepsItsData(t *testing.T) {
 		"copied; it is not the provider's and is never repaired, withdrawn or dropped"}) // said once, over two reads
 	is.True(e.b.Remove(ctx, parked) != nil) // never withdrawn
 	is.True(e.b.Drop(ctx, parked) != nil)   // nor dropped
+	seen := e.b.Foresee(ctx, []ports.Provision{p}, postgres.DefaultTimeout)[0]
 	err = errOf(e.b.Create(ctx, p))
-	is.True(err != nil) // the consumer cannot be made again over the renamed role's database
-	is.True(strings.Contains(err.Error(), `the database exists and is owned by "`+parked+`"`))
+	is.True(errors.Is(err, ports.ErrRefused)) // the consumer is the renamed role: refused, and backed off as any refusal
+	renamed := p.As + " is now the role " + parked + " (renamed; " + parked + " carries the provider's record of " + p.As + ")"
+	is.True(strings.Contains(err.Error(), "create role "+p.As+": "+renamed))          // naming the role it is now
+	is.Equal(seen, ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}) // and a plan says the same
+	var made bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", p.As).Scan(&made))
+	is.True(!made) // no second role made beside it
 	var kept int
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT x FROM keep").Scan(&kept))
 	is.Equal(kept, 42) // the data is there
