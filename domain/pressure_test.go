@@ -316,3 +316,31 @@ func TestALostConsumerWhoseCreateIsRefusedBacksOff(t *testing.T) {
 	is.Equal(w.pass(time.Second).Consumers["a"], domain.StateApplied)
 	is.Equal(w.log.count("a: created, after"), 1)
 }
+
+// Issue 28, case 7c: two new consumers asking for one database in one pass, created at once:
+// the earlier in the file has it, whatever order the creates would finish in, and the later is
+// refused before any call, said once, backing off; one listed later is refused the same way.
+func TestTwoNewConsumersAskingForOneDatabaseTheEarlierInTheFileHasIt(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.configure(domain.Config{Parallel: 8})
+	sharing := func(as string) entry {
+		e := consumer(as, "/s/"+as)
+		e["values"] = map[string]any{"name": "shared"}
+		w.write("/s/"+as, "pw-"+as)
+		return e
+	}
+	w.contributions(sharing("z"), sharing("a"), sharing("m"))
+	r := w.pass(0)
+	is.Equal(r.Consumers["z"], domain.StateApplied) // the first in the file has it
+	is.Equal(w.backend.createsOf("a"), 0)           // the others refused before any call
+	is.Equal(w.backend.createsOf("m"), 0)
+	w.contributions(sharing("z"), sharing("a"), sharing("m"), sharing("b"))
+	w.passes("b", domain.DefaultEvery, 10*time.Minute)
+	for _, as := range []string{"a", "m", "b"} {
+		is.Equal(w.log.count(as+": create failed, will retry: create database shared: consumer z has it"), 1) // said once, naming z
+		is.Equal(w.log.count(as+": "), 1)                                                                     // and nothing else of it
+		is.Equal(w.h.Reconcile(ctx).Consumers[as], domain.StateFailing)
+	}
+	is.True(w.backend.createsOf("b") <= 8) // backed off as a refused create
+}

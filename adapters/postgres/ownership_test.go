@@ -283,3 +283,31 @@ func TestDropRevokesGrantsElsewhereButNeverDropsObjectsElsewhere(t *testing.T) {
 	is.Equal(tables(), 3)
 	is.Equal(e.role(p.As), "")
 }
+
+// Issue 28, case 7c: two consumers naming one database, created at once, never meet the
+// server's raw unique violation: the one that does not get it is refused, naming the other.
+func TestTwoConsumersCreatedAtOnceNamingOneDatabase(t *testing.T) {
+	for range 4 {
+		is := is.New(t)
+		e := newEnv(t)
+		db := name("shared")
+		a, b := provision(name("a")), provision(name("b"))
+		a.Derived["database"], b.Derived["database"] = db, db
+		t.Cleanup(func() { e.exec("", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+		errs := make(chan error, 2)
+		for _, p := range []ports.Provision{a, b} {
+			go func() { errs <- errOf(e.b.Create(ctx, p)) }()
+		}
+		err1, err2 := <-errs, <-errs
+		is.True((err1 == nil) != (err2 == nil)) // one has it
+		err := errors.Join(err1, err2)
+		is.True(errors.Is(err, ports.ErrRefused)) // the other is refused
+		var owner string
+		is.NoErr(e.admin("").QueryRow(ctx, "SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1", db).Scan(&owner))
+		other := map[string]string{a.As: b.As, b.As: a.As}[owner]
+		is.Equal(err.Error(), "create database "+db+": consumer "+owner+" has it; one database is never given to two consumers") // naming it
+		is.True(!strings.Contains(err.Error(), "23505"))
+		_, ok := listed(t, e.b, other)
+		is.True(!ok || e.b.Drop(ctx, other) == nil) // raced past the first look, its role is the provider's to drop
+	}
+}
