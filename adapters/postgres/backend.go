@@ -128,6 +128,9 @@ type Backend struct {
 	major atomic.Int32
 	// blocked are the superusers' prepared transactions found in the provider's way.
 	blocked blockedBy
+	// readOnly is Config.ReadOnly: a Backend that only looks writes nothing, not even a record
+	// in the current format.
+	readOnly bool
 }
 
 var _ ports.Backend = (*Backend)(nil)
@@ -209,6 +212,7 @@ func New(cfg Config) (*Backend, error) {
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, home: cfg.Database, server: fmt.Sprintf("%s@%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))}
+	b.readOnly = cfg.ReadOnly
 	if named != "" && named != cfg.Database {
 		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
 			"as every replica's do", named, cfg.Database)
