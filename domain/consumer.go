@@ -134,6 +134,13 @@ func (s *store) applied(c *consumer, hash, shape [sha256.Size]byte, made bool) {
 	s.changes++
 }
 
+// unapplied marks c no longer applied by this process: what it applied was lost and may not be
+// made again. Its record, where the backend still has one, is what it manages.
+func (s *store) unapplied(c *consumer) {
+	c.applied, c.lost = false, brake{}
+	s.changes++
+}
+
 // withdrawn marks c withdrawn at now: its login gone, its data kept.
 func (s *store) withdrawn(c *consumer, now time.Time) {
 	c.applied, c.lost, c.removing = false, brake{}, nil

@@ -94,10 +94,53 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) (ports.Act,
 	return f.Act, nil
 }
 
+// databaseOf is the database p asks for, as the PostgreSQL backend names it.
+func databaseOf(p ports.Provision) string {
+	for _, v := range []any{p.Derived["database"], p.Values["name"]} {
+		if s, ok := v.(string); ok && s != "" {
+			return s
+		}
+	}
+	return p.As
+}
+
+// hasIt is Create's refusal of a database another consumer has.
+func hasIt(db, as string) error {
+	return fmt.Errorf("create database %s: consumer %s has it; one database is never given to two consumers: %w", db, as, ports.ErrRefused)
+}
+
+// Clashes refuses each of ps that asks for the database of an earlier one.
+func (b *fakeBackend) Clashes(ps []ports.Provision) []error {
+	out := make([]error, len(ps))
+	first := map[string]string{}
+	for i, p := range ps {
+		db := databaseOf(p)
+		if as, ok := first[db]; ok && as != p.As {
+			out[i] = hasIt(db, as)
+		} else if !ok {
+			first[db] = p.As
+		}
+	}
+	return out
+}
+
+// holder is the consumer, not p's, that has p's database, "" where none does; b.mu held.
+func (b *fakeBackend) holder(p ports.Provision) string {
+	for as, m := range b.store {
+		if as != p.As && databaseOf(m.p) == databaseOf(p) {
+			return as
+		}
+	}
+	return ""
+}
+
 // refusal is Create's error for what foresee refuses.
 func (b *fakeBackend) refusal(p ports.Provision) error {
 	if p.Password == "" {
 		return fmt.Errorf("create role %s: the minted password is empty: %w", p.As, ports.ErrInvalid)
+	}
+	if as := b.holder(p); as != "" {
+		return hasIt(databaseOf(p), as)
 	}
 	return fmt.Errorf("role %s exists, the provider did not make it, and it is a member of others; it is not taken over: %w",
 		p.As, ports.ErrRefused)
@@ -109,7 +152,7 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	powerful, outside := b.outside[p.As]
 	_, made := b.store[p.As]
 	switch {
-	case p.Password == "" || outside && powerful:
+	case p.Password == "" || outside && powerful || b.holder(p) != "":
 		return ports.Foresight{Act: ports.ActRefuse, Why: []string{b.refusal(p).Error()}}
 	case outside:
 		return ports.Foresight{Act: ports.ActAdopt, Why: []string{"password", "comment (the record)"}}

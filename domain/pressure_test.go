@@ -277,3 +277,70 @@ func TestASharedCauseHoldingAPasswordIsSaidOnce(t *testing.T) {
 	}
 	is.Equal(w.log.take(), []string{"could not check the backend for 2 consumers (a, b), will ask again: server quoted ***"}) // scrubbed, and said once
 }
+
+// Issue 28, case 4: a consumer lost from the backend whose create is then refused (its role
+// renamed away) waits as a refused create does, said once, rather than being found lost and
+// applied again at every verify pass.
+func TestALostConsumerWhoseCreateIsRefusedBacksOff(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.pass(0)
+	is.Equal(w.backend.createsOf("a"), 1) // made
+	w.log.take()
+
+	w.backend.lose("a") // an operator renamed its role
+	renamed := fmt.Errorf("create role a: a is now the role a_parked (renamed); it is not made again beside it: %w", ports.ErrRefused)
+	w.backend.createErr = map[string]error{"a": renamed}
+	// 30 min of passes: found lost at the first verify pass, then tried as a refused create is,
+	// 5 s, 10 s, ... at most 5 min apart, never checked and applied again.
+	creates := w.passes("a", domain.DefaultEvery, 30*time.Minute)
+	is.True(creates >= 6 && creates <= 13) // backed off: 10 over the half hour, not one per verify pass
+	is.Equal(w.log.take(), []string{
+		"a: the backend no longer holds it; applying again",
+		"a: what drifted: missing",
+		"a: create failed, will retry: " + renamed.Error(),
+	}) // said once
+	is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateFailing)
+
+	w.h.RetryNow() // SIGHUP
+	before := w.backend.createsOf("a")
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), before+1) // tried at once
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("a"), before+1) // and waits again
+
+	delete(w.backend.createErr, "a") // renamed back, or the record taken off the parked role
+	w.h.RetryNow()
+	is.Equal(w.pass(time.Second).Consumers["a"], domain.StateApplied)
+	is.Equal(w.log.count("a: created, after"), 1)
+}
+
+// Issue 28, case 7c: two new consumers asking for one database in one pass, created at once:
+// the earlier in the file has it, whatever order the creates would finish in, and the later is
+// refused before any call, said once, backing off; one listed later is refused the same way.
+func TestTwoNewConsumersAskingForOneDatabaseTheEarlierInTheFileHasIt(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.configure(domain.Config{Parallel: 8})
+	sharing := func(as string) entry {
+		e := consumer(as, "/s/"+as)
+		e["values"] = map[string]any{"name": "shared"}
+		w.write("/s/"+as, "pw-"+as)
+		return e
+	}
+	w.contributions(sharing("z"), sharing("a"), sharing("m"))
+	r := w.pass(0)
+	is.Equal(r.Consumers["z"], domain.StateApplied) // the first in the file has it
+	is.Equal(w.backend.createsOf("a"), 0)           // the others refused before any call
+	is.Equal(w.backend.createsOf("m"), 0)
+	w.contributions(sharing("z"), sharing("a"), sharing("m"), sharing("b"))
+	w.passes("b", domain.DefaultEvery, 10*time.Minute)
+	for _, as := range []string{"a", "m", "b"} {
+		is.Equal(w.log.count(as+": create failed, will retry: create database shared: consumer z has it"), 1) // said once, naming z
+		is.Equal(w.log.count(as+": "), 1)                                                                     // and nothing else of it
+		is.Equal(w.h.Reconcile(ctx).Consumers[as], domain.StateFailing)
+	}
+	is.True(w.backend.createsOf("b") <= 8) // backed off as a refused create
+}

@@ -15,7 +15,8 @@ import (
 // and the one that timed out (once), are asked on the next pass, which starts where this one
 // stopped, so that a timeout never leaves the consumers after it unchecked for good.
 func (h *Harness) run(ctx context.Context, items []*item) {
-	h.creates(ctx, items, func(it *item) bool { return it.act == create })
+	h.refuseClashes(items)
+	h.creates(ctx, items, func(it *item) bool { return it.act == create && !it.called })
 
 	var checks []*item
 	for _, it := range items {
@@ -65,6 +66,40 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 		}
 	}
 	h.creates(ctx, items, func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
+}
+
+// refuseClashes refuses, before any call, each new consumer (neither applied nor recorded) to
+// be created this pass that asks for what a consumer earlier in the file asks for too (the same
+// database), where that one is new and to be created too, or may have it already (applied or
+// recorded): which of two new consumers has it is the file's order, not the order their
+// concurrent creates finish in. The refusal is the one Create gives once the earlier has it,
+// and backs off as Create's would. What is not new is left to Create, which knows who has it.
+func (h *Harness) refuseClashes(items []*item) {
+	isNew := func(it *item) bool { return it.act == create && !it.c.applied && !it.c.recorded }
+	var asking []*item
+	news := 0
+	for _, it := range items {
+		switch {
+		case !it.usable():
+		case isNew(it):
+			asking = append(asking, it)
+			news++
+		case it.act == create || it.c.applied || it.c.recorded:
+			asking = append(asking, it)
+		}
+	}
+	if news == 0 || len(asking) < 2 {
+		return
+	}
+	ps := make([]ports.Provision, len(asking))
+	for i, it := range asking {
+		ps[i] = it.p
+	}
+	for i, err := range h.backend.Clashes(ps) {
+		if it := asking[i]; err != nil && isNew(it) {
+			it.called, it.err, it.did = true, err, ports.ActRefuse // as if Create had said it
+		}
+	}
 }
 
 // creates calls Create for each item that which picks.

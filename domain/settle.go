@@ -98,11 +98,18 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	if it.err != nil {
 		r.Failures++
 		text := h.createFailed(c, it.err)
+		refused := errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid)
 		switch {
-		case reapplying > 0:
+		case reapplying > 0 && !refused:
 			// The brake keeps its count: the next check may apply again at once.
 			c.lost = brake{times: reapplying - 1}
-		case errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid):
+		case refused:
+			// Lost and not the provider's to make again (its role renamed away, its database
+			// another's): no longer applied, so that it waits as any refused create does, rather
+			// than being checked, found lost and applied again at every verify pass.
+			if reapplying > 0 {
+				h.consumers.unapplied(c)
+			}
 			h.backOff(it)
 		default:
 			c.refusal = nil // transient: tried again next pass

@@ -125,6 +125,11 @@ type Backend interface {
 	// no write, no lock, no lease. A refusal's Why is the reason Create's error would give.
 	// each bounds the look at any one consumer, as in HoldsAll.
 	Foresee(ctx context.Context, ps []Provision, each time.Duration) []Foresight
+	// Clashes answers, for each of ps in their order, nil, or where it asks for what an earlier
+	// one of ps asks for too (the same database), the error Create gives once the earlier one
+	// has it: of kind ErrRefused, naming the earlier consumer. It asks the backend nothing: the
+	// loop refuses the later of two new consumers in file order, before any call.
+	Clashes(ps []Provision) []error
 	// Managed lists what the record says this provider manages, active or withdrawn. It is
 	// also the check of the backend as a whole: an error means the record could not be read
 	// (the backend unreachable, the provider not allowed, ...), and says why in words an

@@ -105,7 +105,7 @@ type Backend struct {
 	home     string // the database of the provider's own sessions (the pool's)
 	server   string // user@host:port (user@host1:port1,host2:port2), to name the server in what is said
 	hosts    bool   // the URL names several hosts: a session names the one it reached
-	readOnly bool   // every session refuses writes (Config.ReadOnly)
+	readOnly bool   // every session refuses writes (Config.ReadOnly); nothing is written, not even a record in the current format
 	// last is the host the Backend's sessions last reached, where the URL names several.
 	last atomic.Pointer[reachedHost]
 	// application is the application_name of the Backend's sessions: which provider, and

@@ -23,7 +23,14 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	}
 	var did ports.Act
 	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
-		var err error
+		// A database another consumer has is refused before the role is made.
+		db, err := databaseFacts(ctx, conn, w.database)
+		if err == nil {
+			err = b.anothers(db, w.role)
+		}
+		if err != nil {
+			return fmt.Errorf("create database %s: %w", w.database, err)
+		}
 		if did, err = b.ensureRole(ctx, conn, w, p.Password); err != nil {
 			return fmt.Errorf("create role %s: %w", w.role, err)
 		}

@@ -1,5 +1,5 @@
 // Foresee: what Create would do, found without changing anything, the plan's question. The
-// rules are Create's own (creatable, claim, notHandedOver) and the drift is the check's
+// rules are Create's own (creatable, anothers, claim, notHandedOver) and the drift is the check's
 // (HoldsAll), so that a plan says what a pass does, never a second idea of it.
 
 package postgres
@@ -92,6 +92,23 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 			out[i] = ports.Foresight{Act: ports.ActRepair, Why: a.Drift}
 		}
 	}
+	// Of the consumers that would be made, one asking for the database of an earlier one is
+	// refused before any call, as the loop refuses it (Clashes).
+	var making []int
+	for i, f := range out {
+		if f.Err == nil && f.Act == ports.ActCreate {
+			making = append(making, i)
+		}
+	}
+	made := make([]ports.Provision, len(making))
+	for k, i := range making {
+		made[k] = ps[i]
+	}
+	for k, err := range b.Clashes(made) {
+		if err != nil {
+			out[making[k]] = ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}
+		}
+	}
 	return out
 }
 
@@ -105,7 +122,7 @@ type look struct {
 }
 
 // lookAt reads, for each consumer of wants that index names, what Create reads first (its
-// role's facts and its database's) and decides with Create's rule (claim, notHandedOver), in
+// role's facts and its database's) and decides with Create's rule (anothers, claim, notHandedOver), in
 // one read-only transaction that is rolled back.
 func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
 	conn, err := b.pool.Acquire(ctx)
@@ -126,7 +143,9 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		if err == nil {
 			l.db, err = databaseFacts(cctx, conn, w.database)
 		}
-		if err == nil {
+		if taken := b.anothers(l.db, w.role); err == nil && taken != nil {
+			l.refusal = fmt.Errorf("create database %s: %w", w.database, taken)
+		} else if err == nil {
 			var refusal error
 			switch _, l.adopt, refusal = b.claim(cctx, tx, w, l.role); {
 			case refusal != nil && (cctx.Err() != nil || conn.Conn().IsClosed()):
@@ -134,7 +153,7 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 			case refusal != nil:
 				l.refusal = fmt.Errorf("create role %s: %w", w.role, refusal)
 			default:
-				if refused := notHandedOver(l.db, w.role); refused != nil {
+				if refused := b.notHandedOver(l.db, w.role); refused != nil {
 					l.refusal = fmt.Errorf("create database %s: %w", w.database, refused)
 				}
 			}

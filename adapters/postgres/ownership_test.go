@@ -1,11 +1,15 @@
 package postgres_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Only what is its own: a consumer's role holds its login and database and nothing else, and
@@ -215,9 +219,15 @@ func TestARenamedRoleIsNoLongerTheProvidersAndKeepsItsData(t *testing.T) {
 		"copied; it is not the provider's and is never repaired, withdrawn or dropped"}) // said once, over two reads
 	is.True(e.b.Remove(ctx, parked) != nil) // never withdrawn
 	is.True(e.b.Drop(ctx, parked) != nil)   // nor dropped
+	seen := e.b.Foresee(ctx, []ports.Provision{p}, postgres.DefaultTimeout)[0]
 	err = errOf(e.b.Create(ctx, p))
-	is.True(err != nil) // the consumer cannot be made again over the renamed role's database
-	is.True(strings.Contains(err.Error(), `the database exists and is owned by "`+parked+`"`))
+	is.True(errors.Is(err, ports.ErrRefused)) // the consumer is the renamed role: refused, and backed off as any refusal
+	renamed := p.As + " is now the role " + parked + " (renamed; " + parked + " carries the provider's record of " + p.As + ")"
+	is.True(strings.Contains(err.Error(), "create role "+p.As+": "+renamed))          // naming the role it is now
+	is.Equal(seen, ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}) // and a plan says the same
+	var made bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", p.As).Scan(&made))
+	is.True(!made) // no second role made beside it
 	var kept int
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT x FROM keep").Scan(&kept))
 	is.Equal(kept, 42) // the data is there
@@ -272,4 +282,32 @@ func TestDropRevokesGrantsElsewhereButNeverDropsObjectsElsewhere(t *testing.T) {
 	is.NoErr(e.b.Drop(ctx, p.As)) // then it finishes: its grants there revoked
 	is.Equal(tables(), 3)
 	is.Equal(e.role(p.As), "")
+}
+
+// Issue 28, case 7c: two consumers naming one database, created at once, never meet the
+// server's raw unique violation: the one that does not get it is refused, naming the other.
+func TestTwoConsumersCreatedAtOnceNamingOneDatabase(t *testing.T) {
+	for range 4 {
+		is := is.New(t)
+		e := newEnv(t)
+		db := name("shared")
+		a, b := provision(name("a")), provision(name("b"))
+		a.Derived["database"], b.Derived["database"] = db, db
+		t.Cleanup(func() { e.exec("", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+		errs := make(chan error, 2)
+		for _, p := range []ports.Provision{a, b} {
+			go func() { errs <- errOf(e.b.Create(ctx, p)) }()
+		}
+		err1, err2 := <-errs, <-errs
+		is.True((err1 == nil) != (err2 == nil)) // one has it
+		err := errors.Join(err1, err2)
+		is.True(errors.Is(err, ports.ErrRefused)) // the other is refused
+		var owner string
+		is.NoErr(e.admin("").QueryRow(ctx, "SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1", db).Scan(&owner))
+		other := map[string]string{a.As: b.As, b.As: a.As}[owner]
+		is.Equal(err.Error(), "create database "+db+": consumer "+owner+" has it; one database is never given to two consumers") // naming it
+		is.True(!strings.Contains(err.Error(), "23505"))
+		_, ok := listed(t, e.b, other)
+		is.True(!ok || e.b.Drop(ctx, other) == nil) // raced past the first look, its role is the provider's to drop
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -140,6 +141,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	}
 	var (
 		out     []ports.Managed
+		stale   []string // withdrawn, in a record of an older format
 		as      string
 		comment *string
 	)
@@ -152,13 +154,53 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 				return nil
 			}
 			out = append(out, r.managed(as))
+			if r.State == withdrawn && r.V < recordVersion {
+				stale = append(stale, as)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, b.serverError(err)
 	}
+	results.Close() // its connection back to the pool before the rewrites take one
+	b.upgradeWithdrawn(ctx, stale)
 	return out, nil
+}
+
+// upgradeWithdrawn rewrites the records of withdrawn consumers that are of an older format in
+// the current one, each under its consumer's lock and in a transaction that reads it again:
+// Create rewrites an active consumer's, and nothing else would ever write a withdrawn one's.
+// Only the format changes (its login and the databases it gives are written out); the consumer
+// stays withdrawn, since the same. A record that changed meanwhile is left as it is; one that
+// cannot be rewritten is said once and read as it is. A Backend that only looks rewrites
+// nothing.
+func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
+	if b.readOnly {
+		return
+	}
+	for _, as := range logins {
+		if b.checkName("login", as) != nil {
+			continue // not a login the provider could have made: left as it is
+		}
+		err := b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				f, err := b.factsOf(ctx, tx, as)
+				if err != nil || !f.exists {
+					return err
+				}
+				r, err := b.ours(as, f)
+				if err != nil || r.State != withdrawn || r.V >= recordVersion {
+					return nil // changed meanwhile
+				}
+				r.V, r.Login, r.Databases = recordVersion, as, r.databases(as)
+				return setRecord(ctx, tx, as, r)
+			})
+		})
+		if err != nil && b.said.first("upgrade/"+as, err.Error()) {
+			b.say(slog.LevelWarn, as, "%s: its record (withdrawn) could not be rewritten in the current format: %v", as, err)
+		}
+	}
 }
 
 // ours answers the record on role where it is this provider's, and an error that says whose

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -211,4 +212,46 @@ func TestARoleThatMayNeitherCreateRolesNorDatabasesIsTheServersProblem(t *testin
 	_, err := e.backend(e.urlAs(weak, "weak-pw")).Managed(ctx)
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "the provider's role "+weak+" is not a superuser and lacks CREATEDB")) // names the role, and what it lacks
+}
+
+// comment is the role's comment, "" where it has none.
+func (e *env) comment(role string) string {
+	e.t.Helper()
+	var c *string
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1", role).Scan(&c))
+	if c == nil {
+		return ""
+	}
+	return *c
+}
+
+// Issue 28, case 7d: after an upgrade from the record's first format (no "v", no login),
+// a withdrawn consumer's record is rewritten in the current one when the record is read, and
+// it stays withdrawn, since the same time; a Backend that only looks rewrites nothing.
+func TestAWithdrawnConsumersRecordOfTheOldFormatIsRewritten(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("old"))
+	e.mustCreate(p)
+	is.NoErr(e.b.Remove(ctx, p.As))
+	old := `novox-provisioner {"resource":"postgres","database":"` + p.As + `","state":"withdrawn","since":"2026-11-30T08:00:00Z"}`
+	e.exec("", "COMMENT ON ROLE "+p.As+" IS '"+old+"'") // as the provider before the format wrote it
+
+	looking := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	m, ok := listed(t, looking, p.As)
+	is.True(ok && m.Withdrawn)     // read as before
+	is.Equal(e.comment(p.As), old) // and left alone by a Backend that only looks
+
+	m, ok = listed(t, e.b, p.As)
+	is.True(ok && m.Withdrawn) // still withdrawn
+	is.Equal(m.Since, time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	is.Equal(e.comment(p.As), `novox-provisioner {"v":1,"login":"`+p.As+`","resource":"postgres","database":"`+p.As+
+		`","databases":["`+p.As+`"],"state":"withdrawn","since":"2026-11-30T08:00:00Z"}`) // in the current format
+	is.Equal(e.rolePowers(p.As), "") // its login not given back
+	listed(t, e.b, p.As)
+	is.Equal(len(e.log.said()), 0) // nothing said
+	is.NoErr(e.b.Drop(ctx, p.As))  // and dropped with the database its record gives
+	var left bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", p.As).Scan(&left))
+	is.True(!left)
 }

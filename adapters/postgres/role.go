@@ -95,7 +95,15 @@ func (b *Backend) claim(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, w wanted, f roleFacts) (had record, adopt bool, err error) {
 	if !f.exists {
-		return record{}, false, nil
+		// A role of the provider's renamed away keeps its record, which names this login: the
+		// consumer is that role, and is not made a second time beside it.
+		other, err := b.renamedTo(ctx, q, w.role)
+		if err != nil || other == "" {
+			return record{}, false, err
+		}
+		return record{}, false, refused(fmt.Errorf("%s is now the role %s (renamed; %s carries the provider's record of %s); it is "+
+			"not made again beside it: rename it back (ALTER ROLE %s RENAME TO %s), or take the record off %s (COMMENT ON ROLE %s "+
+			"IS NULL) to have %s made anew", w.role, other, other, w.role, ident(other), ident(w.role), other, ident(other), w.role))
 	}
 	had, err = b.ours(w.role, f)
 	switch {
@@ -111,6 +119,31 @@ func (b *Backend) claim(ctx context.Context, q interface {
 		return record{}, true, nil
 	}
 	return had, false, err
+}
+
+// renamedTo is the role, not named role, that carries this provider's record of role (role was
+// renamed to it, or the record copied there), "" where none does. The record names its login as
+// JSON ("login":"<role>"), which a login's letters never need escaped: the server finds the few
+// candidates, and each is read as a record here.
+func (b *Backend) renamedTo(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, role string) (string, error) {
+	var names, comments []string
+	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(r.rolname::text ORDER BY r.rolname), '{}'),
+       coalesce(array_agg(d.description ORDER BY r.rolname), '{}')
+FROM pg_catalog.pg_shdescription d JOIN pg_catalog.pg_roles r ON r.oid = d.objoid
+WHERE d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)
+  AND pg_catalog.strpos(d.description, $2) > 0 AND r.rolname <> $3`,
+		recordPrefix, `"login":"`+role+`"`, role).Scan(&names, &comments)
+	if err != nil {
+		return "", fmt.Errorf("look for the record of %s on another role: %w", role, err)
+	}
+	for i, name := range names {
+		if r, ok := parseRecord(&comments[i]); ok && r.Resource == b.resource && r.Login == role && r.V <= recordVersion {
+			return name, nil
+		}
+	}
+	return "", nil
 }
 
 // actOf is what ensureRole did: made the role, adopted it, changed it, or nothing.

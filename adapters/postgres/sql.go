@@ -16,6 +16,7 @@ import (
 const (
 	undefinedObject       = "42704"
 	duplicateDatabase     = "42P04"
+	uniqueViolation       = "23505"
 	lockNotAvailable      = "55P03"
 	insufficientPrivilege = "42501"
 )

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,6 +273,33 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		w.Plain(t, plain.As)
 		if did := create(t, plain); did != ports.ActAdopt {
 			t.Fatalf("a create of a plain role made elsewhere said %q, want %q", did, ports.ActAdopt)
+		}
+	})
+	t.Run("two consumers asking for one database: the later is refused, naming the earlier, in one batch as after", func(t *testing.T) {
+		first, second, other := fresh(), fresh(), fresh()
+		second.Values = maps.Clone(second.Values)
+		second.Values["name"] = first.Values["name"]
+		clashes := b.Clashes([]ports.Provision{first, other, second})
+		if clashes[0] != nil || clashes[1] != nil || !errors.Is(clashes[2], ports.ErrRefused) {
+			t.Fatalf("clashes: %v", clashes)
+		}
+		if !strings.Contains(clashes[2].Error(), "consumer "+first.As+" has it") {
+			t.Fatalf("the clash names not the consumer that has it: %v", clashes[2])
+		}
+		create(t, first)
+		if seen := b.Foresee(ctx, []ports.Provision{second}, 30*time.Second)[0]; seen.Act != ports.ActRefuse ||
+			!slices.Equal(seen.Why, []string{clashes[2].Error()}) {
+			t.Fatalf("foreseen %+v, want the refusal %v", seen, clashes[2])
+		}
+		_, err := b.Create(ctx, second)
+		if !errors.Is(err, ports.ErrRefused) || err.Error() != clashes[2].Error() {
+			t.Fatalf("the later created: %v, want the refusal %v", err, clashes[2])
+		}
+		if _, ok := recorded(t, second); ok {
+			t.Fatal("the refused consumer is recorded")
+		}
+		if !holds(t, first) {
+			t.Fatal("the earlier no longer held")
 		}
 	})
 	t.Run("Foresee names each act, in order, and changes nothing", func(t *testing.T) {
