@@ -120,6 +120,7 @@ type Harness struct {
 	server    repeat // the backend's problem as a whole, while it lasts
 	mass      bool   // a mass withdrawal is being held, and was said
 	peak      peaks  // the most consumers managed within the last hour
+	peakRead  bool   // peak was rebuilt from the record since the start, or the lease was taken
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
@@ -166,6 +167,7 @@ func (h *Harness) forgetAll() {
 	h.consumers.changes++
 	h.consumers.dirty = true
 	h.verifiedAt, h.recordRead = time.Time{}, false
+	h.peak, h.peakRead = peaks{}, false // rebuilt from the record: another replica may have withdrawn meanwhile
 	h.resume, h.shared = 0, map[string]*repeat{}
 	h.listedFor = [sha256.Size]byte{}
 	h.watched = nil
