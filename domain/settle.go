@@ -33,7 +33,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 			r.Unchecked++
 			r.CheckErrors++
 			text := h.scrubbed(c, it.checked.Err)
-			if s := shared[cause(it.checked.Err)]; s != nil {
+			if s := shared[causeOf(it.checked.Err)]; s != nil {
 				h.sayShared(s)
 			} else if again(&c.uncheckable, text) {
 				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), text)
