@@ -177,7 +177,8 @@ func TestPreviewSaysWhenAWithdrawnConsumerIsDropped(t *testing.T) {
 	cfg := domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour}
 	p := previewOf(t, w, cfg)
 	is.Equal(logins(p), []string{"kept", "old", "recent"})
-	is.Equal(planned(t, p, "old"), domain.Planned{As: "old", Act: "drop"}) // withdrawn 100 min ago: due
+	is.Equal(planned(t, p, "old"), domain.Planned{As: "old", Act: "drop", Earliest: true,
+		Why: []string{"withdrawn 1h40m0s ago by its record; a daemon drops it once it has seen it withdrawn for 1h0m0s"}}) // withdrawn 100 min ago: due
 	recent := planned(t, p, "recent")
 	is.Equal(recent.Act, "drop")
 	is.Equal(recent.At, w.clk.Now().Add(50*time.Minute)) // the record's since and --drop-after

@@ -36,7 +36,7 @@ func (h *Harness) settleFor(mass bool) time.Duration {
 // withdrawalDue is when a withdrawal that waits for the file to settle falls due, should the
 // file stay as it is.
 func (h *Harness) withdrawalDue(mass bool) time.Time {
-	return h.clock.Now().Add(h.settleFor(mass) - h.settled(mass))
+	return h.clock.Now().Add(max(h.settleFor(mass)-h.settled(mass), 0))
 }
 
 // goneOf is how many of the most consumers managed within the last hour would be gone once
@@ -111,7 +111,7 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*item, r *Report) {
 				h.say(slog.LevelInfo, c.as, "%s: no longer in %s; withdrawing it from the backend", c.as, h.cfg.Receives)
 			} else {
 				h.say(slog.LevelInfo, c.as, "%s: withdrawn %s ago; dropping it from the backend", c.as,
-					h.clock.Now().Sub(it.since).Round(time.Second))
+					withdrawnFor(c, h.clock.Now()).Round(time.Second))
 			}
 			c.removing = &repeat{}
 		}
