@@ -100,6 +100,9 @@ type Harness struct {
 	resume int
 	// shared is, per cause many consumers met in one pass, the line said for all of them.
 	shared map[string]*repeat
+	// folders are the folders of secrets that cannot be entered that several consumers met on
+	// the last pass, by folder.
+	folders map[string]*folderCause
 	// deferred are the lines of reading the file, said after whether it is readable again.
 	deferred []ports.Entry
 

@@ -45,8 +45,9 @@ type item struct {
 	g          contribution
 	p          ports.Provision
 	hash       [sha256.Size]byte
-	unreadable error // its secret could not be read
-	refused    error // its secret cannot be a password
+	unreadable error  // its secret could not be read
+	folder     string // the folder of secrets that cannot be entered, where that is why
+	refused    error  // its secret cannot be a password
 
 	index     int // its position in the file
 	act       action

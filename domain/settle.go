@@ -195,6 +195,10 @@ func (h *Harness) settleUnchecked(items []*item, r *Report) {
 // that was so.
 func (h *Harness) settleSecret(it *item) bool {
 	switch {
+	case it.unreadable != nil && h.folders[it.folder] != nil:
+		h.folderUnreadable(h.folders[it.folder])
+		it.c.waiting = 0 // patient again once the folder can be entered
+		h.setState(it.c, StateWaitingForSecret, "")
 	case it.unreadable != nil:
 		h.secretUnreadable(it.c, it.g, it.unreadable)
 		h.setState(it.c, StateWaitingForSecret, "")
