@@ -208,3 +208,17 @@ func TestPreviewFailsWhereThePassCouldNotAct(t *testing.T) {
 	_, err = domain.New(cfg, w.fs, w.clk, w.backend, nil, w.log).Preview(ctx)
 	is.True(err != nil && strings.Contains(err.Error(), "not JSON"))
 }
+
+// The plan reads the brake's baseline from the record as a starting daemon does: a second step
+// of a file cut down in steps is shown held.
+func TestPreviewHoldsAStepOfAMassWithdrawalByTheRecord(t *testing.T) {
+	is := is.New(t)
+	w, all := applied(t, 12)
+	w.contributions(all[:7]...) // 5 of 12
+	w.pass(0)
+	is.Equal(w.pass(settle).Withdrawn, 5)
+	w.contributions(all[:4]...) // 3 of 7: 8 of the 12 of this hour
+	p := previewOf(t, w, domain.Config{})
+	is.True(p.MassWithdrawal)
+	is.True(planned(t, p, "c6").Held)
+}
