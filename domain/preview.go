@@ -152,8 +152,8 @@ func (h *Harness) previewLeaving() ([]Planned, bool) {
 	leaving := h.planLeaving()
 	need, mass := h.hold(leaving)
 	withdrawAt := now
-	if due := h.withdrawalDue(mass); due.After(now) {
-		withdrawAt = due
+	if h.settled(mass) < need {
+		withdrawAt = h.withdrawalDue(mass)
 	}
 	var out []Planned
 	seen := map[*consumer]bool{}
