@@ -133,6 +133,9 @@ func writePlan(w io.Writer, p domain.Preview, now time.Time) {
 				when += " (in " + d.Round(time.Second).String() + ")"
 			}
 		}
+		if c.Earliest {
+			when += " at the earliest"
+		}
 		if c.Held {
 			when += ", held: mass withdrawal"
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"time"
 )
@@ -43,7 +44,11 @@ type contents struct {
 	given []contribution // the credential grants, first entry per login
 	bad   int            // entries that could not be decoded
 	said  map[string]bool
-	twice map[string]bool // logins listed more than once, said once
+	// twice are the logins listed more than once that were said, and dup those the content
+	// read last lists more than once. A login is said again only once the file has settled
+	// without it listed twice: the states a file passes through while it is rewritten in place
+	// say nothing again.
+	twice, dup map[string]bool
 	// warning is why the file said nothing, as last said.
 	warning string
 	parses  int // how often a content was parsed, for the tests that show it is not parsed again
@@ -81,6 +86,9 @@ func (h *Harness) readContributions() ([]contribution, bool) {
 		h.parse(raw)
 	}
 	h.file.read, h.file.id, h.file.digest = true, id, digest
+	if len(h.file.twice) > len(h.file.dup) && h.settled(false) >= h.cfg.WithdrawSettle {
+		h.file.twice = maps.Clone(h.file.dup) // put right, and settled so: said again should it come back
+	}
 	h.warn(h.file.why) // that the file is readable again comes before what it says, as in the spec
 	for _, e := range h.deferred {
 		h.log.Log(e)
@@ -200,16 +208,19 @@ func kindOf(t reflect.Type) string {
 func (h *Harness) grants(given []contribution) []contribution {
 	out := make([]contribution, 0, len(given))
 	seen := make(map[string]bool, len(given))
-	twice := map[string]bool{}
+	dup := map[string]bool{}
+	if h.file.twice == nil {
+		h.file.twice = map[string]bool{}
+	}
 	for _, g := range given {
 		if g.As == "" || g.Secret == "" {
 			continue
 		}
 		if seen[g.As] {
-			if !twice[g.As] && !h.file.twice[g.As] {
+			if !h.file.twice[g.As] {
 				h.later(slog.LevelWarn, g.As, "%s: listed more than once in %s; using the first entry", g.As, h.cfg.Receives)
 			}
-			twice[g.As] = true
+			dup[g.As], h.file.twice[g.As] = true, true
 			continue
 		}
 		seen[g.As] = true
@@ -217,7 +228,7 @@ func (h *Harness) grants(given []contribution) []contribution {
 		g.shape = shapeOf(g)
 		out = append(out, g)
 	}
-	h.file.twice = twice
+	h.file.dup = dup
 	return out
 }
 

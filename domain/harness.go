@@ -100,6 +100,9 @@ type Harness struct {
 	resume int
 	// shared is, per cause many consumers met in one pass, the line said for all of them.
 	shared map[string]*repeat
+	// folders are the folders of secrets that cannot be entered that several consumers met on
+	// the last pass, by folder.
+	folders map[string]*folderCause
 	// deferred are the lines of reading the file, said after whether it is readable again.
 	deferred []ports.Entry
 
@@ -120,6 +123,7 @@ type Harness struct {
 	server    repeat // the backend's problem as a whole, while it lasts
 	mass      bool   // a mass withdrawal is being held, and was said
 	peak      peaks  // the most consumers managed within the last hour
+	peakRead  bool   // peak was rebuilt from the record since the start, or the lease was taken
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
@@ -166,6 +170,7 @@ func (h *Harness) forgetAll() {
 	h.consumers.changes++
 	h.consumers.dirty = true
 	h.verifiedAt, h.recordRead = time.Time{}, false
+	h.peak, h.peakRead = peaks{}, false // rebuilt from the record: another replica may have withdrawn meanwhile
 	h.resume, h.shared = 0, map[string]*repeat{}
 	h.listedFor = [sha256.Size]byte{}
 	h.watched = nil

@@ -523,9 +523,40 @@ func TestDuplicateLoginFirstEntryWins(t *testing.T) {
 	is.Equal(w.log.take(), []string{"letta: listed more than once in " + receives + "; using the first entry"}) // said once
 	w.contributions(consumer("letta", "/s/one"))
 	w.pass(5 * time.Second)
+	w.pass(settle) // put right, and settled so
 	w.contributions(consumer("letta", "/s/one"), consumer("letta", "/s/two"))
 	w.pass(5 * time.Second)
 	is.Equal(w.log.count("listed more than once"), 1) // said again once it comes back
+}
+
+// A file with duplicated logins rewritten in place 26 times passes through states that list
+// part of it: each login is said once, not once per rewrite (the loop said 520 lines).
+func TestADuplicateIsSaidOncePerLoginWhateverTheRewrites(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for i := range 20 {
+		as := fmt.Sprint("d", i)
+		w.write("/s/"+as, "pw")
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	entries = append(entries, entries...) // every login twice
+	w.contributions(entries...)
+	w.pass(0)
+	for i := range 26 {
+		w.contributions(entries[:20+i%7]...) // a state the rewrite passes through: part of it
+		w.pass(100 * time.Millisecond)
+		w.contributions(entries...)
+		w.pass(100 * time.Millisecond)
+	}
+	is.Equal(w.log.count("listed more than once"), 20) // once per login
+
+	w.contributions(entries[:20]...)
+	w.pass(0)
+	w.pass(settle) // put right for good
+	w.contributions(entries[:21]...)
+	w.pass(0)
+	is.Equal(w.log.count("listed more than once"), 21) // the one that came back, again
 }
 
 func TestLevels(t *testing.T) {

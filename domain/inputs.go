@@ -43,6 +43,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Node: g.Node}
 		it.hash = fingerprint(c, g, pw)
 	}
+	h.noteFolders(items)
 	return items
 }
 

@@ -45,8 +45,9 @@ type item struct {
 	g          contribution
 	p          ports.Provision
 	hash       [sha256.Size]byte
-	unreadable error // its secret could not be read
-	refused    error // its secret cannot be a password
+	unreadable error  // its secret could not be read
+	folder     string // the folder of secrets that cannot be entered, where that is why
+	refused    error  // its secret cannot be a password
 
 	index     int // its position in the file
 	act       action
@@ -60,10 +61,8 @@ type item struct {
 	brake     brake         // what the consumer's brake was when the pass began
 	timedOut  bool
 
-	// A leaving consumer's: active is whether its login still works; since is when it was
-	// withdrawn.
+	// A leaving consumer's: active is whether its login still works.
 	active bool
-	since  time.Time
 }
 
 // usable is whether its secret could be read and can be a password.
@@ -127,7 +126,7 @@ func (h *Harness) planLeaving() []*item {
 			h.seeWithdrawn(c)
 			switch due := dropDue(c, h.cfg.DropAfter, now); {
 			case !now.Before(due):
-				out = append(out, &item{c: c, act: drop, since: c.record.Since})
+				out = append(out, &item{c: c, act: drop})
 			case due.Before(h.nextDrop):
 				h.nextDrop = due
 			}
@@ -151,7 +150,8 @@ func (h *Harness) seeWithdrawn(c *consumer) {
 // dropDue is when a withdrawn consumer is dropped: DropAfter from the later of what its
 // record says and when this process first saw it withdrawn (seeWithdrawn). A record is not
 // trusted to shorten the delay: anyone allowed to write it could date it back. Not seen yet,
-// it counts as seen now.
+// it counts as seen now. Compared with the clock's Now (Before), the process's own clock
+// decides where it saw the withdrawal itself: a wall clock stepped forward drops nothing early.
 func dropDue(c *consumer, after time.Duration, now time.Time) time.Time {
 	from := c.seenWithdrawn
 	if from.IsZero() {
@@ -162,3 +162,21 @@ func dropDue(c *consumer, after time.Duration, now time.Time) time.Time {
 	}
 	return from.Add(after)
 }
+
+// withdrawnFor is how long c has been withdrawn, as said and shown: by its record's time, or,
+// where that is later (a wall clock stepped back, a record dated ahead), since this process
+// first saw it withdrawn; never negative. Where c is dropped (dropDue passed), it is at least
+// DropAfter, by the same clock that decided.
+func withdrawnFor(c *consumer, now time.Time) time.Duration {
+	d := max(now.Sub(c.record.Since), 0)
+	if !c.seenWithdrawn.IsZero() {
+		d = max(d, now.Sub(c.seenWithdrawn))
+	}
+	return d
+}
+
+// at is due as a time to show: now and what is left until due by the clock that decides it,
+// never before now. A due time counted on the process's own clock keeps the wall time of when
+// it was counted from; after a step of the wall clock it would show a time already past (or far
+// off) for what the daemon will do when its own clock says.
+func at(due, now time.Time) time.Time { return now.Add(max(due.Sub(now), 0)) }

@@ -344,3 +344,48 @@ func TestTwoNewConsumersAskingForOneDatabaseTheEarlierInTheFileHasIt(t *testing.
 	}
 	is.True(w.backend.createsOf("b") <= 8) // backed off as a refused create
 }
+
+// A cause many consumers share is said once while it lasts: the passes between verify rounds
+// check nothing, and forget nothing (the spec's loop, --every 5s --verify-every 1m, said it at
+// every round).
+func TestASharedCauseIsSaidOnceWhatever(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw-a")
+	w.write("/s/b", "pw-b")
+	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"))
+	w.configure(domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute})
+	w.pass(0)
+	w.log.take()
+	w.backend.holdsErr = errors.New("FATAL: sorry, too many clients already (SQLSTATE 53300)")
+	for range 10 * 12 { // ten minutes of passes, ten verify rounds
+		w.pass(5 * time.Second)
+	}
+	is.Equal(w.log.take(), []string{"could not check the backend for 2 consumers (a, b), will ask again: " +
+		"FATAL: sorry, too many clients already (SQLSTATE 53300)"}) // said once in ten rounds
+	w.backend.holdsErr = nil
+	w.pass(time.Minute) // over: a round checks both, and they are held
+	w.backend.holdsErr = errors.New("FATAL: sorry, too many clients already (SQLSTATE 53300)")
+	w.pass(time.Minute)
+	is.Equal(w.log.count("could not check the backend for 2 consumers"), 1) // back: said again
+}
+
+// Connections to many databases refused for one cause: each error names its database, and
+// the backend says their shared cause (ports.SharedError); one line says it for all.
+func TestACauseIsMatchedByWhatTheBackendSaysNotByItsText(t *testing.T) {
+	is := is.New(t)
+	w, _ := applied(t, 50)
+	w.log.take()
+	cause := "127.0.0.1:5432 (localhost): ValidateConnect failed: read only connection"
+	w.backend.holdsFn = func(_ context.Context, p ports.Provision) error {
+		return &ports.SharedError{Err: fmt.Errorf("check extensions in %s: failed to connect to `user=provider database=%s`: %s",
+			p.As, p.As, cause), Cause: cause}
+	}
+	var r domain.Report
+	for range 5 {
+		r = w.pass(time.Minute)
+		is.Equal(r.CheckErrors, 50)
+	}
+	is.Equal(w.log.take(), []string{"could not check the backend for 50 consumers (c0, c1, c2, ...), will ask again: " + cause}) // one line
+	is.True(strings.Contains(r.Status[7].LastError, "database=c7"))                                                              // each keeps its own error
+}

@@ -40,6 +40,11 @@ type Planned struct {
 	At time.Time `json:"at,omitzero"`
 	// Held is set where a withdrawal is held as part of a mass withdrawal.
 	Held bool `json:"held,omitempty"`
+	// Earliest is set where At (the next pass, where zero) is the earliest a drop can come:
+	// reckoned from the record's time, as for the daemon that withdrew it; a daemon that first
+	// saw the withdrawal later, or whose clock says less time has passed than the wall clock
+	// (stepped forward), waits the delay from its own sight of it (its /status says when).
+	Earliest bool `json:"earliest,omitempty"`
 }
 
 // Preview is what a pass would do, per consumer: those the file lists in its order, then the
@@ -147,8 +152,8 @@ func (h *Harness) previewLeaving() ([]Planned, bool) {
 	leaving := h.planLeaving()
 	need, mass := h.hold(leaving)
 	withdrawAt := now
-	if due := h.withdrawalDue(mass); due.After(now) {
-		withdrawAt = due
+	if h.settled(mass) < need {
+		withdrawAt = h.withdrawalDue(mass)
 	}
 	var out []Planned
 	seen := map[*consumer]bool{}
@@ -160,7 +165,13 @@ func (h *Harness) previewLeaving() ([]Planned, bool) {
 			p.Act = PlanDrop
 		}
 		if !it.active {
-			out = append(out, p) // withdrawn for the drop delay: dropped on the next pass
+			// Withdrawn for the drop delay by its record's time: dropped on the next pass of a
+			// daemon that has itself seen it withdrawn that long. One that first saw it later
+			// (started since, or its clock stepped) waits the delay from then: its /status says.
+			p.Why = []string{fmt.Sprintf("withdrawn %s ago by its record; a daemon drops it once it has seen it withdrawn for %s",
+				withdrawnFor(c, now).Round(time.Second), h.cfg.DropAfter)}
+			p.Earliest = true
+			out = append(out, p)
 			continue
 		}
 		switch {
@@ -182,7 +193,7 @@ func (h *Harness) previewLeaving() ([]Planned, bool) {
 		}
 		p := Planned{As: c.as, Why: []string{"withdrawn; its data is kept"}}
 		if h.cfg.OnWithdraw == Drop && !c.record.Since.IsZero() {
-			p.Act, p.At, p.Why = PlanDrop, dropDue(c, h.cfg.DropAfter, now), nil
+			p.Act, p.At, p.Why, p.Earliest = PlanDrop, at(dropDue(c, h.cfg.DropAfter, now), now), nil, true
 		}
 		out = append(out, p)
 	}

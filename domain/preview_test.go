@@ -177,7 +177,8 @@ func TestPreviewSaysWhenAWithdrawnConsumerIsDropped(t *testing.T) {
 	cfg := domain.Config{OnWithdraw: domain.Drop, DropAfter: time.Hour}
 	p := previewOf(t, w, cfg)
 	is.Equal(logins(p), []string{"kept", "old", "recent"})
-	is.Equal(planned(t, p, "old"), domain.Planned{As: "old", Act: "drop"}) // withdrawn 100 min ago: due
+	is.Equal(planned(t, p, "old"), domain.Planned{As: "old", Act: "drop", Earliest: true,
+		Why: []string{"withdrawn 1h40m0s ago by its record; a daemon drops it once it has seen it withdrawn for 1h0m0s"}}) // withdrawn 100 min ago: due
 	recent := planned(t, p, "recent")
 	is.Equal(recent.Act, "drop")
 	is.Equal(recent.At, w.clk.Now().Add(50*time.Minute)) // the record's since and --drop-after
@@ -206,4 +207,18 @@ func TestPreviewFailsWhereThePassCouldNotAct(t *testing.T) {
 	w.write(receives, `{"requirement":"postgres","given":[`) // torn
 	_, err = domain.New(cfg, w.fs, w.clk, w.backend, nil, w.log).Preview(ctx)
 	is.True(err != nil && strings.Contains(err.Error(), "not JSON"))
+}
+
+// The plan reads the brake's baseline from the record as a starting daemon does: a second step
+// of a file cut down in steps is shown held.
+func TestPreviewHoldsAStepOfAMassWithdrawalByTheRecord(t *testing.T) {
+	is := is.New(t)
+	w, all := applied(t, 12)
+	w.contributions(all[:7]...) // 5 of 12
+	w.pass(0)
+	is.Equal(w.pass(settle).Withdrawn, 5)
+	w.contributions(all[:4]...) // 3 of 7: 8 of the 12 of this hour
+	p := previewOf(t, w, domain.Config{})
+	is.True(p.MassWithdrawal)
+	is.True(planned(t, p, "c6").Held)
 }

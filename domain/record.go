@@ -62,6 +62,11 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 		h.server = repeat{}
 	}
 	h.consumers.recordIs(managed)
+	if !h.peakRead {
+		// A start or a take-over: the baseline of the mass-withdrawal brake is the record's.
+		h.peak.rebuild(h.clock.Now(), h.consumers.count(), managed)
+		h.peakRead = true
+	}
 	h.recordRead = true
 	return true
 }

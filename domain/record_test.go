@@ -568,3 +568,92 @@ func TestATakeOverWithdrawsNothingTheFileLists(t *testing.T) {
 	is.Equal(r.Withdrawn, 1)
 	is.Equal(r.Consumers["a"], domain.StateApplied)
 }
+
+// The baseline of the mass-withdrawal brake outlives the process: a loop that starts, or takes
+// the lease, rebuilds it from the record (each withdrawal's time), so that a file cut down in
+// steps is held as in one process, and said the same way, whether the process was restarted
+// between the steps, another replica took over, or the file changed while no daemon ran.
+func TestTheBaselineOutlivesTheProcess(t *testing.T) {
+	held := "WITHDRAWAL HELD: " + receives + " no longer lists 15 of the 31 consumers the provider manages " +
+		"(with those withdrawn before, 44 of the 60 it managed within the last hour); they are withdrawn only once the file has " +
+		"stayed unchanged for 1m0s. If that is not meant, put the file right now"
+	for _, between := range []string{"restart", "take-over", "changed while down"} {
+		t.Run(between, func(t *testing.T) {
+			is := is.New(t)
+			w, all := applied(t, 60)
+			w.contributions(all[:31]...) // 29 of 60 leave: not more than half
+			w.pass(0)
+			is.Equal(w.pass(settle).Withdrawn, 29)
+			w.pass(5 * time.Minute)
+			w.log.take()
+
+			switch between {
+			case "restart":
+				w.configure(domain.Config{}) // a new process over the same backend
+				w.pass(time.Minute)
+				w.contributions(all[:16]...)
+			case "take-over":
+				l := &lease{}
+				w.lease = l
+				w.configure(domain.Config{}) // the other replica, standing by
+				w.pass(time.Minute)
+				w.contributions(all[:16]...)
+				w.pass(time.Second)
+				l.held = true // the leader died: this one takes over
+			case "changed while down":
+				w.clk.Add(time.Minute)
+				w.contributions(all[:16]...)
+				w.configure(domain.Config{})
+			}
+			r := w.pass(time.Second)
+			is.True(r.MassWithdrawal)              // 15 of the 31 left: 44 of the 60 of this hour
+			is.Equal(w.log.take(), []string{held}) // said as in one process
+			is.Equal(len(w.backend.removes), 29)   // held
+			w.pass(settle)
+			is.Equal(len(w.backend.removes), 29) // still held after the plain settle
+			for range 5 {
+				w.pass(settle)
+			}
+			is.Equal(len(w.backend.removes), 44) // then done, six settles on
+		})
+	}
+}
+
+// The record keeps when each consumer was withdrawn, not that an operator let a mass
+// withdrawal stand: a process that starts within the hour after one counts it again, and holds
+// the next step for six settles rather than one (the safe side), where the process that let it
+// stand would not.
+func TestARestartAfterAMassWithdrawalWasLetStandHoldsTheNextStep(t *testing.T) {
+	is := is.New(t)
+	w, all := applied(t, 10)
+	w.contributions(all[:4]...) // 6 of 10: a mass withdrawal
+	w.pass(0)
+	w.pass(6 * settle)
+	is.Equal(len(w.backend.removes), 6) // let stand
+
+	w.configure(domain.Config{}) // restarted
+	w.contributions()            // the last 4
+	w.pass(time.Minute)
+	r := w.pass(settle)
+	is.True(r.MassWithdrawal)           // 10 of the 10 of this hour
+	is.Equal(len(w.backend.removes), 6) // held
+	w.pass(5 * settle)
+	is.Equal(len(w.backend.removes), 10)        // then done
+	is.Equal(w.log.count("WITHDRAWAL HELD"), 2) // each step said
+}
+
+// Withdrawals of more than an hour ago are not in the rebuilt baseline.
+func TestARestartAnHourOnCountsOnlyTheLastHour(t *testing.T) {
+	is := is.New(t)
+	w, all := applied(t, 10)
+	w.contributions(all[:6]...) // 4 of 10
+	w.pass(0)
+	is.Equal(w.pass(settle).Withdrawn, 4)
+	w.clk.Add(time.Hour)
+	w.configure(domain.Config{}) // restarted an hour on
+	w.contributions(all[:3]...)  // 3 of 6
+	w.pass(0)
+	r := w.pass(settle)
+	is.True(!r.MassWithdrawal)
+	is.Equal(r.Withdrawn, 3)
+}

@@ -64,7 +64,10 @@ type Leaving struct {
 	// As is the consumer's login.
 	As    string       `json:"as"`
 	State LeavingState `json:"state"`
-	// Since is when it was withdrawn, as the loop counts it for its drop; zero while active.
+	// Since is when it was withdrawn: its record's time, or when the loop first saw it
+	// withdrawn where the record's is later (a wall clock stepped); never after now, and zero
+	// while active. WithdrawAt and DropAt are when the loop acts, by the clock it acts on,
+	// never before now.
 	Since time.Time `json:"since,omitzero"`
 	// WithdrawAt is when a waiting withdrawal is due, if the file stays as it is; zero where
 	// it waits for something else (an unreadable entry, the lease).

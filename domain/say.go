@@ -91,19 +91,26 @@ type sharedCause struct {
 	said   bool
 }
 
-// sharedCauses are the reasons more than one consumer could not be checked this pass, by the
-// text of their innermost error. What was said of a cause no consumer met this pass is
-// forgotten: it is said again should it come back.
+// sharedCauses are the reasons more than one consumer could not be checked this pass, by their
+// cause (causeOf); a cause already said for several that fewer meet this pass is still theirs,
+// said once while it lasts. What was said of a cause is forgotten only by a pass that checked
+// consumers and met it for none: a pass between verify rounds checks nothing, and says nothing
+// of whether the cause is over. Said again should it come back.
 func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 	var byCause map[string]*sharedCause
+	checked := false
 	for _, it := range items {
-		if !it.asked || it.checked.Err == nil || !it.usable() {
+		if !it.asked || !it.usable() {
+			continue
+		}
+		checked = true
+		if it.checked.Err == nil {
 			continue
 		}
 		if byCause == nil {
 			byCause = map[string]*sharedCause{}
 		}
-		c := cause(it.checked.Err)
+		c := causeOf(it.checked.Err)
 		s := byCause[c]
 		if s == nil {
 			s = &sharedCause{text: h.scrubbed(nil, errors.New(c))}
@@ -113,15 +120,17 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 	}
 	met := make(map[string]bool, len(byCause))
 	for c, s := range byCause {
-		if len(s.logins) < 2 {
+		if len(s.logins) < 2 && h.shared[s.text] == nil {
 			delete(byCause, c)
 			continue
 		}
 		met[s.text] = true
 	}
-	for text := range h.shared {
-		if !met[text] {
-			delete(h.shared, text)
+	if checked {
+		for text := range h.shared {
+			if !met[text] {
+				delete(h.shared, text)
+			}
 		}
 	}
 	return byCause
@@ -148,6 +157,16 @@ func (h *Harness) sayShared(s *sharedCause) {
 	}
 	h.say(slog.LevelWarn, "", "could not check the backend for %d consumers (%s)%s: %s", len(s.logins), who,
 		h.retrying(", will ask again"), s.text)
+}
+
+// causeOf is what consumers whose checks failed alike share: the cause a backend's
+// ports.SharedError says, or else the text of the innermost error (cause).
+func causeOf(err error) string {
+	var shared *ports.SharedError
+	if errors.As(err, &shared) {
+		return shared.Cause
+	}
+	return cause(err)
 }
 
 // cause is the text of the innermost error of err that its text ends with: what a wrapper that

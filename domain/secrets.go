@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 )
 
@@ -81,4 +82,106 @@ func (h *Harness) secretRefused(c *consumer, g contribution, err error) string {
 		h.say(slog.LevelError, g.As, "%s", text)
 	}
 	return text
+}
+
+// A folder of secrets that cannot be entered (missing, or not this process's to enter) is one
+// reason for every secret in it: said once for all of them, with the spec's patience for a
+// secret (the first time, loudly once it is no race any more, then every loudlyEvery-th pass),
+// rather than once per consumer. The consumers in it start patient again once it can be
+// entered.
+
+// folderCause is a folder of secrets that cannot be entered, met by more than one consumer.
+type folderCause struct {
+	dir  string
+	text string // why it cannot be entered
+	// passes counts the passes in a row that met it with this text; logins how many consumers
+	// it kept waiting this pass, and said whether that was said this pass.
+	passes int
+	logins int
+	said   bool
+}
+
+// blocked is, per folder looked at this pass, the outermost folder of it that cannot be
+// entered ("" where it can be entered), and why.
+type blocked struct {
+	dir string
+	err error
+}
+
+// blockedFolder is the outermost folder of dir that cannot be entered, and why; "" where dir
+// can be entered. Each folder is looked at once a pass (memo).
+func (h *Harness) blockedFolder(dir string, memo map[string]blocked) blocked {
+	if b, ok := memo[dir]; ok {
+		return b
+	}
+	b := blocked{}
+	// Its "." can be looked at only from inside: a folder missing, not a folder, or not
+	// this process's to enter, answers an error.
+	if _, err := h.fs.Stat(dir + string(filepath.Separator) + "."); err != nil {
+		b = blocked{dir: dir, err: err}
+		if parent := filepath.Dir(dir); parent != dir {
+			if p := h.blockedFolder(parent, memo); p.dir != "" {
+				b = p
+			}
+		}
+	}
+	memo[dir] = b
+	return b
+}
+
+// noteFolders finds, for each item whose secret could not be read, whether its folder is the
+// reason, and keeps the causes more than one consumer meets this pass; those none meets are
+// forgotten.
+func (h *Harness) noteFolders(items []*item) {
+	var memo map[string]blocked
+	met := map[string]*folderCause{}
+	for _, it := range items {
+		if it.unreadable == nil {
+			continue
+		}
+		if memo == nil {
+			memo = map[string]blocked{}
+		}
+		b := h.blockedFolder(filepath.Dir(it.g.Secret), memo)
+		if b.dir == "" {
+			continue
+		}
+		it.folder = b.dir
+		f := met[b.dir]
+		if f == nil {
+			f = &folderCause{dir: b.dir, text: b.err.Error()}
+			if was := h.folders[b.dir]; was != nil && was.text == f.text {
+				f.passes = was.passes
+			}
+			met[b.dir] = f
+		}
+		f.logins++
+	}
+	for dir, f := range met {
+		if f.logins < 2 {
+			delete(met, dir) // one consumer's folder: its own line, as the spec says it
+			continue
+		}
+		f.passes++
+	}
+	h.folders = met
+}
+
+// folderUnreadable says, the first time in a pass, that the secrets of f's consumers cannot be
+// read because their folder cannot be entered, with a secret's cadence counted in passes.
+func (h *Harness) folderUnreadable(f *folderCause) {
+	if f.said {
+		return
+	}
+	f.said = true
+	switch n := f.passes; {
+	case n == 1:
+		h.say(slog.LevelInfo, "", "secrets of %d consumers not readable yet: their folder %s cannot be entered: %s",
+			f.logins, f.dir, f.text)
+	case n == patiently+1 || n%loudlyEvery == 0:
+		h.say(slog.LevelError, "", "CANNOT READ the secrets of %d consumers after %d attempts: their folder %s cannot be "+
+			"entered: %s. This is not a race any more — nothing has been provisioned for these consumers and nothing will "+
+			"be until somebody looks. Check who owns the folder and who this process runs as (novox/hq issue 225)",
+			f.logins, n, f.dir, f.text)
+	}
 }

@@ -205,3 +205,38 @@ func TestASecretRewrittenToTheSameSizeAndTimeIsSeen(t *testing.T) {
 	w.pass(domain.DefaultEvery)
 	is.Equal(w.backend.lastCreate().Password, "pw-2") // the new password was applied: only the change time told
 }
+
+// Secrets whose folder is missing are one reason: one line naming the folder and how many,
+// then, once it is no race any more, one loud line; not a line per consumer per pass (100,000
+// consumers said 1.3 million lines in 40 s). A consumer whose own secret is missing in a
+// folder that exists keeps the spec's lines.
+func TestSecretsWhoseFolderIsMissingAreOneLine(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for i := range 1000 {
+		as := fmt.Sprint("m", i)
+		entries = append(entries, consumer(as, "/run/mesh/secrets/"+as+"/password")) // a folder each, in one missing
+	}
+	w.write("/s/ok", "pw")
+	entries = append(entries, consumer("alone", "/s/alone"), consumer("ok", "/s/ok"))
+	w.contributions(entries...)
+	for range 20 {
+		w.pass(5 * time.Second)
+	}
+	lines := w.log.lines()
+	is.Equal(w.log.count("secrets of 1000 consumers not readable yet: their folder /run/mesh/secrets cannot be entered: "), 1) // named once
+	is.Equal(w.log.count("CANNOT READ the secrets of 1000 consumers after 13 attempts: their folder /run/mesh/secrets cannot be entered: "), 1)
+	is.Equal(w.log.count("alone: secret not readable yet (/s/alone)"), 12) // the spec's cadence for the rest
+	is.Equal(w.log.count("alone: CANNOT READ the secret after 13 attempts"), 1)
+	is.Equal(len(lines), 1+1+12+1) // nothing else
+	is.Equal(w.backend.createsOf("ok"), 1)
+
+	// The folder made, one secret written: created; the others start patient again.
+	w.write("/run/mesh/secrets/m7/password", "pw")
+	w.log.take()
+	r := w.pass(5 * time.Second)
+	is.Equal(w.backend.createsOf("m7"), 1)
+	is.Equal(r.Consumers["m8"], domain.StateWaitingForSecret)
+	is.Equal(w.log.count("m8: secret not readable yet"), 1)
+}

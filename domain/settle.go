@@ -33,7 +33,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 			r.Unchecked++
 			r.CheckErrors++
 			text := h.scrubbed(c, it.checked.Err)
-			if s := shared[cause(it.checked.Err)]; s != nil {
+			if s := shared[causeOf(it.checked.Err)]; s != nil {
 				h.sayShared(s)
 			} else if again(&c.uncheckable, text) {
 				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), text)
@@ -202,6 +202,10 @@ func (h *Harness) settleUnchecked(items []*item, r *Report) {
 // that was so.
 func (h *Harness) settleSecret(it *item) bool {
 	switch {
+	case it.unreadable != nil && h.folders[it.folder] != nil:
+		h.folderUnreadable(h.folders[it.folder])
+		it.c.waiting = 0 // patient again once the folder can be entered
+		h.setState(it.c, StateWaitingForSecret, "")
 	case it.unreadable != nil:
 		h.secretUnreadable(it.c, it.g, it.unreadable)
 		h.setState(it.c, StateWaitingForSecret, "")

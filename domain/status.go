@@ -81,6 +81,7 @@ func (h *Harness) leavingViews() []Leaving {
 		return nil
 	}
 	var out []Leaving
+	now := h.clock.Now()
 	for _, c := range h.consumers.by {
 		if c.listed || !c.managed() && !c.recorded {
 			continue
@@ -94,7 +95,10 @@ func (h *Harness) leavingViews() []Leaving {
 		case c.managed():
 			l.State = LeavingWaiting
 		default:
-			l.State, l.Since = LeavingWithdrawn, c.record.Since
+			l.State = LeavingWithdrawn
+			if !c.record.Since.IsZero() {
+				l.Since = now.Add(-withdrawnFor(c, now))
+			}
 		}
 		if c.managed() && h.file.bad == 0 {
 			l.WithdrawAt = h.withdrawalDue(h.mass)
@@ -102,7 +106,7 @@ func (h *Harness) leavingViews() []Leaving {
 		if h.cfg.OnWithdraw == Drop {
 			switch {
 			case !c.managed() && !c.record.Since.IsZero():
-				l.DropAt = dropDue(c, h.cfg.DropAfter, h.clock.Now())
+				l.DropAt = at(dropDue(c, h.cfg.DropAfter, now), now)
 			case c.managed() && !l.WithdrawAt.IsZero():
 				l.DropAt = l.WithdrawAt.Add(h.cfg.DropAfter)
 			}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Withdrawal happens on firm ground only: the record of what is managed was read, every entry
@@ -33,7 +36,7 @@ func (h *Harness) settleFor(mass bool) time.Duration {
 // withdrawalDue is when a withdrawal that waits for the file to settle falls due, should the
 // file stay as it is.
 func (h *Harness) withdrawalDue(mass bool) time.Time {
-	return h.clock.Now().Add(h.settleFor(mass) - h.settled(mass))
+	return h.clock.Now().Add(max(h.settleFor(mass)-h.settled(mass), 0))
 }
 
 // goneOf is how many of the most consumers managed within the last hour would be gone once
@@ -108,7 +111,7 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*item, r *Report) {
 				h.say(slog.LevelInfo, c.as, "%s: no longer in %s; withdrawing it from the backend", c.as, h.cfg.Receives)
 			} else {
 				h.say(slog.LevelInfo, c.as, "%s: withdrawn %s ago; dropping it from the backend", c.as,
-					h.clock.Now().Sub(it.since).Round(time.Second))
+					withdrawnFor(c, h.clock.Now()).Round(time.Second))
 			}
 			c.removing = &repeat{}
 		}
@@ -156,6 +159,33 @@ func (p *peaks) most() int {
 		return 0
 	}
 	return p.samples[0].n
+}
+
+// rebuild notes what the backend's record says of the last baselineWindow, for a replica that
+// starts or takes the lease knowing nothing of what was withdrawn before it: the record keeps
+// each withdrawal's time, and counting back from the n managed now, one more was managed just
+// before each of them. A consumer made since a withdrawal counts as managed before it too, and
+// one dropped within the window leaves no sample: the first errs on the brake's side, the
+// second only where --drop-after is under an hour. A withdrawal dated in the future counts as
+// now.
+func (p *peaks) rebuild(now time.Time, n int, record []ports.Managed) {
+	var times []time.Time
+	for _, m := range record {
+		if m.Withdrawn && !m.Since.IsZero() && now.Sub(m.Since) <= baselineWindow {
+			times = append(times, minTime(m.Since, now))
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	for i, at := range times {
+		p.note(at, n+len(times)-i)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // reset forgets every sample but n at now.

@@ -173,6 +173,19 @@ var (
 // it); the domain says it as the backend's problem, with that consequence.
 var ErrInRecovery = errors.New("in recovery")
 
+// SharedError is a Backend's error about one consumer whose cause others may meet at the same
+// time (the server refusing connections to their databases, a standby where a primary was
+// meant): Err is the error as it is, naming the consumer; Cause says the cause alone, naming no
+// consumer, so that the loop says it once for all who met it rather than once each. Find it
+// with errors.As.
+type SharedError struct {
+	Err   error
+	Cause string
+}
+
+func (e *SharedError) Error() string { return e.Err.Error() }
+func (e *SharedError) Unwrap() error { return e.Err }
+
 // ErrNotAsked is HoldsAll's answer about a consumer it did not check because an earlier check
 // timed out: a backend that timed out for one consumer is likely to for the next.
 var ErrNotAsked = errors.New("not asked: an earlier check timed out")

@@ -21,11 +21,12 @@ import (
 
 // planned is one consumer of `provisioner plan --format json`.
 type planned struct {
-	As   string    `json:"as"`
-	Act  string    `json:"act"`
-	Why  []string  `json:"why"`
-	At   time.Time `json:"at"`
-	Held bool      `json:"held"`
+	As       string    `json:"as"`
+	Act      string    `json:"act"`
+	Why      []string  `json:"why"`
+	At       time.Time `json:"at"`
+	Held     bool      `json:"held"`
+	Earliest bool      `json:"earliest"`
 }
 
 type planDoc struct {
@@ -270,7 +271,11 @@ func TestPlanNamesEveryActionAndChangesNothing(t *testing.T) {
 	is.Equal(doc.of(t, drifted.as).Act, "")                                                                    // repaired by it
 	code, doc, _ = planJSON(t, with("--on-withdraw", "drop", "--drop-after", "1ms")...)
 	is.Equal(code, 3)
-	is.Equal(doc.of(t, leaver.as), planned{As: leaver.as, Act: "drop"}) // due: on the next pass
+	due := doc.of(t, leaver.as)
+	is.Equal(due.Act, "drop") // due by its record's time
+	is.True(due.At.IsZero())  // on the next pass
+	is.True(due.Earliest)     // of a daemon that has seen it withdrawn that long
+	is.True(strings.HasSuffix(strings.Join(due.Why, ""), "a daemon drops it once it has seen it withdrawn for 1ms"))
 
 	// Every listed consumer held, and the withdrawn one kept (retain): nothing to do.
 	is.NoErr(query(t, url, "", fmt.Sprintf(`DROP ROLE "%s"`, super.as)))

@@ -54,8 +54,8 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	}
 	facts, available, err := b.catalogWithin(ctx, each, roles, databases, named)
 	if err != nil {
-		for _, i := range index {
-			out[i].Err = fmt.Errorf("check %s: %w", wants[i].role, err)
+		for _, i := range index { // one cause for all
+			out[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
 		}
 		return out
 	}
@@ -95,7 +95,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		switch {
 		case err != nil:
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, err)
+			out[i].Err = checkErr(err, "check extensions in %s", wants[i].database)
 			return
 		case release == nil || timedOut.Load():
 			if release != nil {
@@ -116,7 +116,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 					timedOut.Store(true)
 				}
-				out[i].Err = fmt.Errorf("check the password of %s by logging in: %w", wants[i].role, err)
+				out[i].Err = checkErr(err, "check the password of %s by logging in", wants[i].role)
 				return
 			case !ok:
 				out[i].Holding = ports.Holding{Drift: []string{"password"}}
@@ -131,7 +131,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				timedOut.Store(true)
 			}
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, err)
+			out[i].Err = checkErr(err, "check extensions in %s", wants[i].database)
 			return
 		}
 		if !facts[k].searchPath {
