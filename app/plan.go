@@ -63,6 +63,9 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 		fmt.Fprintf(stderr, "provisioner plan: could not plan: %s\n", logger.Escape(redact(err.Error(), cfg.DatabaseURL)))
 		return planFailed
 	}
+	if cfg.Listen != "" {
+		fromDaemon(ctx, &p, cfg.Listen, time.Now())
+	}
 	if format == "json" {
 		doc := struct {
 			domain.Preview
@@ -81,6 +84,35 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 		return planPending
 	}
 	return planNothing
+}
+
+// fromDaemon times p's drops as the daemon serving at listen will make them, where it acts and
+// answers within a second: a drop waits --drop-after from when that daemon first saw the
+// withdrawal, which only it knows (a plan alone can say only the earliest, from the record's
+// time). Its /status gives when, by the clock it acts on.
+func fromDaemon(ctx context.Context, p *domain.Preview, listen string, now time.Time) {
+	doc, err := fetchStatus(ctx, listen, time.Second)
+	if err != nil || doc.Role != "acting" {
+		return
+	}
+	due := map[string]time.Time{}
+	for _, l := range doc.Leaving {
+		if !l.DropAt.IsZero() {
+			due[l.As] = l.DropAt
+		}
+	}
+	for i := range p.Consumers {
+		c := &p.Consumers[i]
+		at, ok := due[c.As]
+		if c.Act != domain.PlanDrop || !c.Earliest || !ok {
+			continue
+		}
+		c.At, c.Earliest = time.Time{}, false
+		if at.After(now) {
+			c.At = at
+		}
+		c.Why = append(c.Why, "when the provisioner at "+listen+" drops it (its /status)")
+	}
 }
 
 // formatOf takes --format (text or json), the one flag of plan's own, out of args, and answers
@@ -192,8 +224,10 @@ transactions; it takes no lease, serves nothing and can run beside a running dae
         "held"}], "bad_entries", "mass_withdrawal", "pending"}
 
 Every other flag and variable is the daemon's (provisioner --help), read the same way; those
-that only a daemon uses (--once, --listen, --every) change nothing here. A withdrawal is timed
-as for a daemon that has run since the file last changed; a drop from the record's time.
+that only a daemon uses (--once, --every) change nothing here. A withdrawal is timed as for a
+daemon that has run since the file last changed. A drop waits --drop-after from when the acting
+daemon first saw the withdrawal: where a daemon acting for the resource answers at --listen,
+its /status times the drop; otherwise WHEN is the earliest, from the record's time.
 
 Exit codes: 0 every consumer is as the file asks; 3 something is to be done, waits or is
 refused; 1 could not plan (the file unusable, the server unreachable or its record unreadable);

@@ -3,6 +3,9 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,4 +80,51 @@ func TestFormatIsTakenOutOfTheDaemonsFlags(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(format, "json")
 	is.Equal(rest, []string{"--receives", "/c.json", "--every", "1s"})
+}
+
+// Issue 28, case 6: a drop waits --drop-after from when the acting daemon first saw the
+// withdrawal, which a plan alone cannot know; where that daemon answers at --listen, the plan
+// times the drop as its /status does, and says so. A standby's answer, or none, leaves the plan's
+// earliest.
+func TestPlanTimesADropAsTheActingDaemonWill(t *testing.T) {
+	is := is.New(t)
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	later := now.Add(24 * time.Hour)
+	doc := statusDoc{Role: "acting", Leaving: []domain.Leaving{
+		{As: "kept", State: domain.LeavingWithdrawn, DropAt: later},
+		{As: "due", State: domain.LeavingWithdrawn, DropAt: now.Add(-time.Second)},
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(doc)
+	}))
+	defer srv.Close()
+	listen := strings.TrimPrefix(srv.URL, "http://")
+	plan := func() domain.Preview {
+		return domain.Preview{Consumers: []domain.Planned{
+			{As: "kept", Act: domain.PlanDrop, Earliest: true}, // the record's time says next pass
+			{As: "due", Act: domain.PlanDrop, Earliest: true},
+			{As: "other", Act: domain.PlanDrop, At: now.Add(time.Hour), Earliest: true}, // the daemon does not say
+		}}
+	}
+
+	p := plan()
+	fromDaemon(context.Background(), &p, listen, now)
+	is.Equal(p.Consumers[0].At, later) // kept a day, as the daemon will
+	is.True(!p.Consumers[0].Earliest)
+	is.Equal(p.Consumers[0].Why, []string{"when the provisioner at " + listen + " drops it (its /status)"})
+	is.True(p.Consumers[1].At.IsZero()) // due: next pass
+	is.True(!p.Consumers[1].Earliest)
+	is.Equal(p.Consumers[2].At, now.Add(time.Hour))
+	is.True(p.Consumers[2].Earliest)
+
+	doc.Role = "standby" // a standby knows nothing of when the acting one drops
+	p = plan()
+	fromDaemon(context.Background(), &p, listen, now)
+	is.True(p.Consumers[0].Earliest)
+	is.True(p.Consumers[0].At.IsZero())
+
+	srv.Close() // nobody answers
+	p = plan()
+	fromDaemon(context.Background(), &p, listen, now)
+	is.True(p.Consumers[0].Earliest)
 }

@@ -31,22 +31,9 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 		fmt.Fprintln(stderr, "provisioner status: usage: provisioner status --listen ADDR (or PROVISIONER_LISTEN)")
 		return 2
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+*listen+"/status", nil)
+	doc, err := fetchStatus(ctx, *listen, 10*time.Second)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner status: %v\n", err)
-		return 2
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprintf(stderr, "provisioner status: no provisioner answers at %s: %v\n", *listen, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	var doc statusDoc
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		fmt.Fprintf(stderr, "provisioner status: %s/status: %v\n", *listen, err)
 		return 1
 	}
 	writeStatus(stdout, doc, time.Now())
@@ -76,6 +63,26 @@ Exit codes: 0 printed, and the provisioner is ready; 1 printed, and it is not re
 // consumer, then, where there are any, a line per consumer leaving. Every field is escaped
 // (logger.Escape): logins, paths and error texts come from outside, and a newline, a tab or an
 // escape sequence in one must neither add a row nor steer the terminal.
+// fetchStatus is the /status of the provisioner listening at listen, asked within wait.
+func fetchStatus(ctx context.Context, listen string, wait time.Duration) (statusDoc, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var doc statusDoc
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/status", nil)
+	if err != nil {
+		return doc, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return doc, fmt.Errorf("no provisioner answers at %s: %w", listen, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return doc, fmt.Errorf("%s/status: %w", listen, err)
+	}
+	return doc, nil
+}
+
 func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	ready := "ready"
 	if !doc.Ready {
