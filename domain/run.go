@@ -64,7 +64,10 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 			c.isUnasked, c.unasked = true, 1 // asked once more; a check that keeps timing out waits for the next round
 		}
 	}
-	h.creates(ctx, items, func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
+	h.stage(checks)
+	h.creates(ctx, items, func(it *item) bool {
+		return it.asked && it.checked.Err == nil && (!it.checked.Held || len(it.updates) > 0)
+	})
 }
 
 // creates calls Create for each item that which picks.

@@ -81,6 +81,9 @@ type Update struct {
 	// Key names the change alike for every consumer it is for, e.g. "extension vector ->
 	// 0.8.6": a rollout is staged over it.
 	Key string
+	// Subject is what changes, e.g. "extension vector"; From and To the versions, e.g.
+	// "0.8.0" and "0.8.6" (From is "" where nothing is installed).
+	Subject, From, To string
 	// Word is the drift in an operator's words, e.g. "extension vector 0.8.0, wanted 0.8.6".
 	Word string
 	// Step is what making it does, e.g. "update vector 0.8.0 -> 0.8.6"; Done says it made,

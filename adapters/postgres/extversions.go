@@ -138,12 +138,13 @@ func (x installed) change() (u ports.Update, due bool) {
 		return ports.Update{}, false
 	case x.version == "":
 		// Pinned at a version the server does not have: Create skips it, so it is not missing.
-		return ports.Update{Key: updateKey(x.name, x.want), Word: fmt.Sprintf("extension %s missing, wanted %s", x.name, x.want),
+		return ports.Update{Key: updateKey(x.name, x.want), Subject: "extension " + x.name, To: x.want, Word: fmt.Sprintf("extension %s missing, wanted %s", x.name, x.want),
 			Step: fmt.Sprintf("create %s %s", x.name, x.want), Offer: x.offer,
 			Refused: fmt.Sprintf("the server has no version %s of %s (it has %s)", x.want, x.name, x.offer)}, true
 	}
 	u = ports.Update{
-		Key:   updateKey(x.name, x.want),
+		Key:     updateKey(x.name, x.want),
+		Subject: "extension " + x.name, From: x.version, To: x.want,
 		Word:  fmt.Sprintf("extension %s %s, wanted %s", x.name, x.version, x.want),
 		Step:  fmt.Sprintf("update %s %s -> %s", x.name, x.version, x.want),
 		Done:  fmt.Sprintf("extension %s updated %s -> %s", x.name, x.version, x.want),
