@@ -60,7 +60,7 @@ func TestStagedUpdateGoesToTheCanaryFirstAndTheRestAfterTheSoak(t *testing.T) {
 	is := is.New(t)
 	w, logins := rolloutWorld(t, 5, domain.Config{Canaries: 2, Soak: 10 * time.Minute, Parallel: 3})
 
-	r := w.pass(time.Minute) // a verify pass: every consumer found due it
+	r := w.pass(time.Minute)                                      // a verify pass: every consumer found due it
 	is.Equal(sorted(w.backend.updates()), []string{"c00", "c01"}) // the canaries first, in the file's order
 	is.Equal(len(r.Rollouts), 1)
 	ro := r.Rollouts[0]
@@ -70,16 +70,16 @@ func TestStagedUpdateGoesToTheCanaryFirstAndTheRestAfterTheSoak(t *testing.T) {
 	is.Equal(ro.FollowAt, w.clk.Now().Add(10*time.Minute)) // the soak counts from when both held it
 	is.True(slices.Contains(w.log.audit(), "c00: extension vector updated 0.8.0 -> 0.8.6"))
 	is.Equal(r.Status[2].Updates, []string{"extension vector 0.8.0, wanted 0.8.6"}) // the rest wait, and /status says so
-	is.Equal(r.Status[0].Updates, []string(nil))                                     // a canary holds it
+	is.Equal(r.Status[0].Updates, []string(nil))                                    // a canary holds it
 
 	for range 9 {
 		w.pass(time.Minute) // verify passes within the soak
 	}
 	is.Equal(len(w.backend.updates()), 2) // the rest wait for the soak
 
-	r = w.pass(time.Minute) // the soak is over
+	r = w.pass(time.Minute)                       // the soak is over
 	is.Equal(sorted(w.backend.updates()), logins) // the rest followed
-	is.Equal(len(r.Rollouts), 0)          // and the rollout is over
+	is.Equal(len(r.Rollouts), 0)                  // and the rollout is over
 	is.Equal(w.log.count("rollout of extension vector -> 0.8.6: the canaries (c00, c01) held it for 10m0s; the rest follow"), 1)
 	is.True(r.Converged())
 }
@@ -105,8 +105,8 @@ func TestFailedUpdateHaltsTheRolloutForEveryConsumerUntilSIGHUP(t *testing.T) {
 	r := w.pass(time.Minute)
 	halted := "rollout of extension vector -> 0.8.6 halted for every consumer: c00: update vector 0.8.0 -> 0.8.6 failed: " +
 		"division by zero; each keeps the version it has until SIGHUP or the server's versions of it change"
-	is.Equal(w.log.take(), []string{halted})                // said once, naming the consumer, the versions and the reason
-	is.Equal(r.Consumers["c00"], domain.StateApplied)        // the canary keeps what it had, and the rest of its create stands
+	is.Equal(w.log.take(), []string{halted})          // said once, naming the consumer, the versions and the reason
+	is.Equal(r.Consumers["c00"], domain.StateApplied) // the canary keeps what it had, and the rest of its create stands
 	is.Equal(r.Rollouts[0].Halted, halted[len("rollout of extension vector -> 0.8.6 halted for every consumer: "):strings.Index(halted, ";")])
 	is.Equal([]int{r.Rollouts[0].Done, r.Rollouts[0].Total}, []int{0, 20})
 	w.backend.mu.Lock()
