@@ -165,7 +165,7 @@ func (x installed) change() (u ports.Update, due bool) {
 // sqlInstalled asks, in a consumer's database, the installed version of each extension of $1
 // against the version of $2 wanted, and only where they differ, what the server offers for it
 // (reading its scripts costs; a check where nothing differs reads none).
-const sqlInstalled = `SELECT w.name, coalesce(e.extversion::text, ''),
+const sqlInstalled = `SELECT w.name, w.want, coalesce(e.extversion::text, ''),
   CASE WHEN e.extversion IS DISTINCT FROM w.want THEN EXISTS (SELECT 1 FROM pg_catalog.pg_available_extension_versions v
        WHERE v.name = w.name AND v.version = w.want) END,
   CASE WHEN e.extversion <> w.want THEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension_update_paths(w.name) p
@@ -191,7 +191,7 @@ func scanInstalled(rows pgx.Rows) ([]installed, error) {
 	var x installed
 	var known, path, back *bool
 	var offer *string
-	_, err := pgx.ForEachRow(rows, []any{&x.name, &x.version, &known, &path, &back, &offer}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&x.name, &x.want, &x.version, &known, &path, &back, &offer}, func() error {
 		x.known, x.path, x.back, x.offer = known != nil && *known, path != nil && *path, back != nil && *back, ""
 		if offer != nil {
 			x.offer = *offer
