@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -105,7 +106,8 @@ func TestFailedUpdateHaltsTheRolloutForEveryConsumerUntilSIGHUP(t *testing.T) {
 	r := w.pass(time.Minute)
 	halted := "rollout of extension vector -> 0.8.6 halted for every consumer: c00: update vector 0.8.0 -> 0.8.6 failed: " +
 		"division by zero; each keeps the version it has until SIGHUP or the server's versions of it change"
-	is.Equal(w.log.take(), []string{halted})          // said once, naming the consumer, the versions and the reason
+	is.Equal(w.log.levelOf(halted), slog.LevelError)
+	is.Equal(w.log.take(), []string{halted})          // said once at ERROR, naming the consumer, the versions and the reason
 	is.Equal(r.Consumers["c00"], domain.StateApplied) // the canary keeps what it had, and the rest of its create stands
 	is.Equal(r.Rollouts[0].Halted, halted[len("rollout of extension vector -> 0.8.6 halted for every consumer: "):strings.Index(halted, ";")])
 	is.Equal([]int{r.Rollouts[0].Done, r.Rollouts[0].Total}, []int{0, 20})
@@ -176,4 +178,16 @@ func TestRefusedUpdateIsSaidOnceAndNeverTried(t *testing.T) {
 	}
 	is.Equal(len(w.backend.updates()), 0) // never tried
 	is.Equal(w.log.take(), []string{"c00: update vector 0.8.0 -> 0.7.0 refused: 0.7.0 is older than the installed 0.8.0: an extension is never downgraded"})
+}
+
+// levelOf is the level message was said at.
+func (l *fakeLogger) levelOf(message string) slog.Level {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.entries {
+		if e.Message == message {
+			return e.Level
+		}
+	}
+	return slog.LevelDebug
 }
