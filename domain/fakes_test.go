@@ -128,10 +128,11 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	case !made:
 		return ports.Foresight{Act: ports.ActCreate, Why: []string{"role " + p.As}}
 	}
-	if h := b.holding(p); !h.Held {
-		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift}
+	h := b.holding(p)
+	if !h.Held {
+		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift, Updates: h.Updates, Kept: h.Kept}
 	}
-	return ports.Foresight{Act: ports.ActNone}
+	return ports.Foresight{Act: ports.ActNone, Updates: h.Updates, Kept: h.Kept}
 }
 
 // Foresee answers foresee for each of ps; the test's holdsErr stands for a backend that

@@ -191,3 +191,24 @@ func (l *fakeLogger) levelOf(message string) slog.Level {
 	}
 	return slog.LevelDebug
 }
+
+// The plan shows each update a consumer is due as its act and step, refused ones with their
+// reason, and with updates off, the drift it leaves.
+func TestThePlanShowsTheUpdatesDue(t *testing.T) {
+	is := is.New(t)
+	w, _ := rolloutWorld(t, 2, domain.Config{})
+	u := vectorUpdate()
+	u.Refused = "the server has no update path from 0.8.0 to 0.8.6"
+	w.backend.mu.Lock()
+	w.backend.due["c01"] = []ports.Update{u}
+	w.backend.mu.Unlock()
+	w.configure(domain.Config{})
+	plan, err := w.h.Preview(ctx)
+	is.NoErr(err)
+	is.Equal(plan.Consumers[0], domain.Planned{As: "c00", Act: domain.PlanUpdate, Why: []string{"update vector 0.8.0 -> 0.8.6"}})
+	is.Equal(plan.Consumers[1], domain.Planned{As: "c01", Why: []string{"update vector 0.8.0 -> 0.8.6 refused: the server has no update path from 0.8.0 to 0.8.6"}})
+	w.configure(domain.Config{Updates: domain.Off})
+	plan, err = w.h.Preview(ctx)
+	is.NoErr(err)
+	is.Equal(plan.Consumers[0], domain.Planned{As: "c00", Why: []string{"extension vector 0.8.0, wanted 0.8.6; not updated (extension updates are off)"}})
+}
