@@ -156,7 +156,8 @@ type Backend interface {
 	// it did: ActCreate (it made the login), ActAdopt (it took over a login no record named),
 	// ActRepair (the provider's own, and something was changed), or ActNone (already exactly as
 	// asked; a backend that cannot tell cheaply answers ActRepair). Its act is meaningless
-	// where it fails.
+	// where it fails. It makes the staged changes p.Updates names, and no other; one that fails
+	// on the backend is a *UpdateFailed, after the rest was done.
 	Create(ctx context.Context, p Provision) (Act, error)
 	// Remove withdraws the login as: it can no longer be used, what it holds is kept, and the
 	// record marks it withdrawn. What it holds is the backend's own record's to say. Removing
