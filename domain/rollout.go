@@ -157,6 +157,9 @@ func (h *Harness) stage(checks []*item) {
 		}
 	}
 	h.pruneRollouts()
+	// The canaries are the first due in the file's order, wherever this pass's checks began.
+	inOrder := slices.Clone(checks)
+	slices.SortFunc(inOrder, func(a, b *item) int { return a.index - b.index })
 	now := h.clock.Now()
 	for _, key := range h.rolloutKeys() {
 		r := s.rollouts[key]
@@ -168,7 +171,7 @@ func (h *Harness) stage(checks []*item) {
 			h.say(slog.LevelInfo, "", "rollout of %s: the canaries (%s) held it for %s; the rest follow", r.key,
 				strings.Join(r.canaries, ", "), h.soak())
 		}
-		for _, it := range checks {
+		for _, it := range inOrder {
 			as := it.c.as
 			if !r.waiting[as] {
 				continue

@@ -112,16 +112,6 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 
 	installExtension(t, srv, threeVersions(ext, false)) // the script fixed
 	is.NoErr(p.g.Signal(syscall.SIGHUP))
-	eventually(t, "the canary updated", func() bool {
-		n := 0
-		for _, c := range cs {
-			if versionIn(t, srv.URL, c.as, ext) == "1.2" {
-				n++
-			}
-		}
-		return n >= 1
-	})
-	is.Equal(p.count("extension "+ext+" updated 1.1 -> 1.2"), 1) // the canary alone, until its soak is over
 	eventually(t, "the rest followed", func() bool {
 		for _, c := range cs {
 			if versionIn(t, srv.URL, c.as, ext) != "1.2" {
@@ -131,7 +121,15 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 		return true
 	})
 	is.Equal(p.count("extension "+ext+" updated 1.1 -> 1.2"), 20) // an audit line per update
-	is.Equal(p.count("the canaries ("), 1)                        // the rest followed after the soak, said once
+	is.Equal(p.count("the canaries ("), 1)                        // the soak's end, said once
+	// The canary first, then the soak's end, then the rest: in the order said.
+	said := p.stderr.String()
+	soaked := strings.Index(said, "rollout of extension "+ext+" -> 1.2: the canaries ("+cs[0].as+") held it for 3s; the rest follow")
+	is.True(soaked > 0)
+	is.True(strings.Index(said, cs[0].as+": extension "+ext+" updated 1.1 -> 1.2") < soaked) // the canary before
+	for _, c := range cs[1:] {
+		is.True(strings.Index(said, c.as+": extension "+ext+" updated 1.1 -> 1.2") > soaked) // each other after
+	}
 	eventually(t, "the rollout over", func() bool { return p.metric(`provisioner_extension_rollouts_halted`) == 0 })
 	is.Equal(p.stop(), 0)
 }
