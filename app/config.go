@@ -55,6 +55,15 @@ type Config struct {
 	// AllowExts are the only extensions consumers may have (--allow-extensions); nil allows
 	// every one the server has available, empty allows none.
 	AllowExts []string
+	// ExtUpdates is what becomes of an extension older than the version wanted
+	// (--extension-updates): domain.Staged (the default) or domain.Off.
+	ExtUpdates domain.UpdatePolicy
+	// Canaries is how many consumers take an extension version new to the provider first
+	// (--extension-canaries, 1); at least 1.
+	Canaries int
+	// Soak is how long the canaries hold it before the rest follow (--extension-soak,
+	// domain.DefaultSoak); zero lets the rest follow at once.
+	Soak time.Duration
 	// ConnLimit is each consumer role's CONNECTION LIMIT where its entry names none
 	// (--connection-limit); -1 (the default) for none, else positive.
 	ConnLimit int
@@ -92,6 +101,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
 	case c.ConnLimit < -1 || c.ConnLimit == 0:
 		return fmt.Errorf("--connection-limit %d: want a positive number of connections, or -1 for none", c.ConnLimit)
+	case c.Canaries < 1:
+		return fmt.Errorf("--extension-canaries %d: want at least 1", c.Canaries)
+	case c.Soak < 0:
+		return fmt.Errorf("--extension-soak %s: want zero or a positive duration", c.Soak)
 	case c.Parallel < 1:
 		return fmt.Errorf("--parallel %d: want at least 1", c.Parallel)
 	case c.MaxConns < 0 || c.MaxConns == 1:

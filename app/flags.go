@@ -66,6 +66,17 @@ func flags(c *Config) *flag.FlagSet {
 		}
 		return nil
 	})
+	c.ExtUpdates = domain.Staged
+	fs.Func("extension-updates", "what becomes of a consumer's extension older than the version wanted: staged (default) updates it, "+
+		"canaries first; off says it once and updates nothing", func(s string) error {
+		c.ExtUpdates = domain.UpdatePolicy(s)
+		if c.ExtUpdates != domain.Staged && c.ExtUpdates != domain.Off {
+			return errors.New("want staged or off")
+		}
+		return nil
+	})
+	fs.IntVar(&c.Canaries, "extension-canaries", 1, "how many consumers take an extension version no consumer has yet, before the rest")
+	durationVar(fs, &c.Soak, "extension-soak", domain.DefaultSoak, "how long the canaries hold a new extension version before the rest follow")
 	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created, else 1")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz, /status and /metrics on this address, e.g. 127.0.0.1:9847 (default: off)")
@@ -190,15 +201,16 @@ Flags (each also read from its variable, shown in brackets; a flag beats its var
 // flagOrder is the order --help lists the flags in: what to read and where, then how often,
 // then what to do, then how to be watched. A flag left out is listed after them.
 var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "holds-timeout",
-	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "connection-limit",
-	"parallel", "max-connections", "once", "listen", "log-format", "log-level", "version", "help"}
+	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "extension-updates", "extension-canaries", "extension-soak",
+	"connection-limit", "parallel", "max-connections", "once", "listen", "log-format", "log-level", "version", "help"}
 
 // placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
 // one is a switch.
 var placeholders = map[string]string{
 	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
-	"adopt": "plain|none", "allow-extensions": "NAME,...", "connection-limit": "N", "parallel": "N",
+	"adopt": "plain|none", "allow-extensions": "NAME,...", "connection-limit": "N",
+	"extension-updates": "staged|off", "extension-canaries": "N", "extension-soak": "DURATION", "parallel": "N",
 	"max-connections": "N", "listen": "ADDR", "log-format": "text|json", "log-level": "LEVEL",
 }
 

@@ -27,6 +27,8 @@ type Metrics struct {
 	readable, reached  prometheus.Gauge
 	leader             prometheus.Gauge
 	mode               *prometheus.GaugeVec
+	halted             prometheus.Gauge
+	rollout            *prometheus.GaugeVec
 }
 
 // NewMetrics returns Metrics for the given resource, with Go and process metrics beside them.
@@ -66,9 +68,15 @@ func NewMetrics(resource string) *Metrics {
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_mode",
 			Help:        "1 for the mode the provider's role was last found in: superuser, or delegated (CREATEROLE and CREATEDB).",
 			ConstLabels: labels}, []string{"role"}),
+		halted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_extension_rollouts_halted",
+			Help: "Extension rollouts halted because an update failed; each resumes on SIGHUP or when the server's versions change.", ConstLabels: labels}),
+		rollout: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_extension_rollout_consumers",
+			Help: "Per extension rollout under way (key: extension vector -> 0.8.6): the consumers that hold the version (done) and " +
+				"those it is for (total); halted is 1 while it is halted.",
+			ConstLabels: labels}, []string{"key", "of"}),
 	}
 	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.mass, m.failures, m.unchecked,
-		m.duration, m.readable, m.reached, m.leader, m.mode,
+		m.duration, m.readable, m.reached, m.leader, m.mode, m.halted, m.rollout,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range domain.States {
 		m.consumers.WithLabelValues(string(s))
@@ -97,6 +105,17 @@ func (m *Metrics) Observe(r domain.Report, reached bool) {
 	if !r.FileRead {
 		return // nothing read says nothing of the consumers: the last counts stand
 	}
+	m.rollout.Reset()
+	halted := 0
+	for _, ro := range r.Rollouts {
+		m.rollout.WithLabelValues(ro.Key, "done").Set(float64(ro.Done))
+		m.rollout.WithLabelValues(ro.Key, "total").Set(float64(ro.Total))
+		m.rollout.WithLabelValues(ro.Key, "halted").Set(boolean(ro.Halted != ""))
+		if ro.Halted != "" {
+			halted++
+		}
+	}
+	m.halted.Set(float64(halted))
 	m.held.Set(float64(r.WithdrawalsHeld))
 	m.mass.Set(boolean(r.MassWithdrawal))
 	counts := make(map[domain.State]int, len(domain.States))

@@ -62,3 +62,28 @@ func TestBuildInfoCarriesTheReleaseAndTheCommit(t *testing.T) {
 	is.Equal(line[2], app.Release) // the release, not a bare commit
 	is.True(line[1] != "")         // a commit, or "unknown" where the build recorded none
 }
+
+// TestARolloutIsAMetricAndAHaltedOneFiresTheAlert: each rollout's progress is a series, a halted
+// one counts in the gauge ProvisionerExtensionRolloutHalted watches, and one that ended leaves
+// no series behind.
+func TestARolloutIsAMetricAndAHaltedOneFiresTheAlert(t *testing.T) {
+	is := is.New(t)
+	m := app.NewMetrics("postgres")
+	m.Observe(domain.Report{FileRead: true, Rollouts: []domain.Rollout{
+		{Key: "extension vector -> 0.8.6", Subject: "extension vector", From: "0.8.0", To: "0.8.6", Done: 3, Total: 20},
+		{Key: "extension novox -> 1.2", Subject: "extension novox", From: "1.1", To: "1.2", Total: 20, Halted: "c00: update novox 1.1 -> 1.2 failed: boom"},
+	}}, true)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`provisioner_extension_rollout_consumers{key="extension vector -> 0.8.6",of="done",resource="postgres"} 3`,
+		`provisioner_extension_rollout_consumers{key="extension vector -> 0.8.6",of="total",resource="postgres"} 20`,
+		`provisioner_extension_rollout_consumers{key="extension novox -> 1.2",of="halted",resource="postgres"} 1`,
+		`provisioner_extension_rollouts_halted{resource="postgres"} 1`, // what the alert fires on (> 0)
+	} {
+		is.True(strings.Contains(out, want+"\n")) // each rollout as the pass left it
+	}
+	m.Observe(domain.Report{FileRead: true}, true)
+	out = scrape(t, m)
+	is.True(!strings.Contains(out, "provisioner_extension_rollout_consumers{")) // over: gone
+	is.True(strings.Contains(out, `provisioner_extension_rollouts_halted{resource="postgres"} 0`+"\n"))
+}

@@ -121,7 +121,7 @@ func TestTheAlertingRulesNameOnlyMetricsThatExist(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"ProvisionerConsumersFailing", "ProvisionerConsumersBraked", "ProvisionerServerUnreachable",
-		"ProvisionerMassWithdrawalHeld", "ProvisionerNoReplicaLeading", "ProvisionerLoopStuck"} {
+		"ProvisionerMassWithdrawalHeld", "ProvisionerNoReplicaLeading", "ProvisionerLoopStuck", "ProvisionerExtensionRolloutHalted"} {
 		is.True(alerts[want]) // each thing the issue asks to be alerted on
 	}
 }

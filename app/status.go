@@ -22,6 +22,9 @@ type statusDoc struct {
 	// the file to settle, held as part of a mass withdrawal, or withdrawn with its data kept
 	// (and, with --on-withdraw drop, when it is dropped).
 	Leaving []domain.Leaving `json:"leaving"`
+	// Rollouts is each extension update under way across the consumers: the extension, from
+	// and to, done of total, its canaries and when the rest follow, and why it is halted.
+	Rollouts []domain.Rollout `json:"rollouts"`
 }
 
 // passDoc is the last pass in /status.
@@ -40,7 +43,8 @@ type passDoc struct {
 func (d *daemon) status() statusDoc {
 	why := d.notReady()
 	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.server.Mode()),
-		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{}}
+		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{},
+		Rollouts: []domain.Rollout{}}
 	if r := d.last.Load(); r != nil {
 		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
 			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
@@ -53,6 +57,9 @@ func (d *daemon) status() statusDoc {
 		}
 		if r.Leaving != nil {
 			doc.Leaving = r.Leaving
+		}
+		if r.Rollouts != nil {
+			doc.Rollouts = r.Rollouts
 		}
 	}
 	return doc

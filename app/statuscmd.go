@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/novox/postgres-provider/adapters/logger"
+	"github.com/novox/postgres-provider/domain"
 )
 
 // statusCommand is `provisioner status [--listen ADDR]`: each consumer's status, and those
@@ -109,13 +111,14 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\tDRIFT / LAST ERROR")
 	for _, c := range doc.Consumers {
-		note := strings.Join(c.Drift, ", ")
+		note := strings.Join(slices.Concat(c.Drift, c.Updates, c.Kept), ", ")
 		if c.LastError != "" {
 			note = strings.TrimSpace(note + " " + c.LastError)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(c.As), e(string(c.State)), ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), e(orDash(note)))
 	}
 	tw.Flush()
+	writeRollouts(w, doc.Rollouts, ago)
 	if len(doc.Leaving) == 0 {
 		return
 	}
@@ -134,4 +137,30 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeRollouts prints, where there are any, a line per extension update under way: the
+// extension, from and to, done of total, and whether it waits for its canaries' soak or is
+// halted and why. Escaped as every field.
+func writeRollouts(w io.Writer, rollouts []domain.Rollout, ago func(time.Time) string) {
+	if len(rollouts) == 0 {
+		return
+	}
+	e := logger.Escape
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLLOUT	FROM	TO	DONE	STATE")
+	for _, r := range rollouts {
+		state := "under way"
+		switch {
+		case r.Halted != "":
+			state = "halted: " + r.Halted
+		case !r.FollowAt.IsZero():
+			state = "canaries (" + strings.Join(r.Canaries, ", ") + ") soaking; the rest follow " + ago(r.FollowAt)
+		case len(r.Canaries) > 0 && r.Done < len(r.Canaries):
+			state = "canaries first: " + strings.Join(r.Canaries, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d of %d\t%s\n", e(r.Subject), e(orDash(r.From)), e(r.To), r.Done, r.Total, e(state))
+	}
+	tw.Flush()
 }

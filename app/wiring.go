@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
@@ -19,6 +21,14 @@ func loopConfig(cfg Config) domain.Config {
 		Resource: cfg.Resource, Receives: cfg.Receives,
 		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
 		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
-		Parallel: cfg.Parallel,
+		Parallel: cfg.Parallel, Updates: cfg.ExtUpdates, Canaries: cfg.Canaries, Soak: soak(cfg.Soak),
 	}
+}
+
+// soak is --extension-soak as the loop takes it: its zero is "none", the loop's is the default.
+func soak(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,14 @@ type fakeBackend struct {
 	managedErr error
 
 	timeout func(context.Context, time.Duration) (context.Context, context.CancelFunc) // the clock's WithTimeout
+
+	// Staged changes, as a backend with extensions has them: due by login (what a check
+	// reports), the keys each holds, the keys whose making fails (and the backend's reason),
+	// and who was let make which (in order).
+	due        map[string][]ports.Update
+	has        map[string][]string
+	failUpdate map[string]string
+	updated    []string
 }
 
 // made is what the fake holds of one consumer.
@@ -87,6 +96,9 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) (ports.Act,
 		return f.Act, b.refusal(p)
 	}
 	delete(b.outside, p.As) // adopted, where it was made elsewhere
+	if err := b.update(p); err != nil {
+		return ports.ActRepair, err
+	}
 	if b.store == nil {
 		b.store = map[string]made{}
 	}
@@ -159,10 +171,11 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	case !made:
 		return ports.Foresight{Act: ports.ActCreate, Why: []string{"role " + p.As}}
 	}
-	if h := b.holding(p); !h.Held {
-		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift}
+	h := b.holding(p)
+	if !h.Held {
+		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift, Updates: h.Updates, Kept: h.Kept}
 	}
-	return ports.Foresight{Act: ports.ActNone}
+	return ports.Foresight{Act: ports.ActNone, Updates: h.Updates, Kept: h.Kept}
 }
 
 // Foresee answers foresee for each of ps; the test's holdsErr stands for a backend that
@@ -245,7 +258,29 @@ func (b *fakeBackend) holding(p ports.Provision) ports.Holding {
 	if ok && (!reflect.DeepEqual(m.p.Values, p.Values) || !reflect.DeepEqual(m.p.Derived, p.Derived)) {
 		drift = append(drift, "values")
 	}
-	return ports.Holding{Held: len(drift) == 0, Drift: drift}
+	return ports.Holding{Held: len(drift) == 0, Drift: drift, Updates: slices.Clone(b.due[p.As]), Has: slices.Clone(b.has[p.As])}
+}
+
+// update makes the staged changes p lets Create make, b.mu held: each is made, or fails as
+// failUpdate says and leaves the consumer as it was.
+func (b *fakeBackend) update(p ports.Provision) error {
+	for _, key := range p.Updates {
+		i := slices.IndexFunc(b.due[p.As], func(u ports.Update) bool { return u.Key == key })
+		if i < 0 {
+			continue
+		}
+		u := b.due[p.As][i]
+		if why := b.failUpdate[key]; why != "" {
+			return fmt.Errorf("create %s: %w", p.As, &ports.UpdateFailed{Update: u, Reason: why})
+		}
+		b.due[p.As] = slices.Delete(b.due[p.As], i, i+1)
+		if b.has == nil {
+			b.has = map[string][]string{}
+		}
+		b.has[p.As] = append(b.has[p.As], key)
+		b.updated = append(b.updated, p.As)
+	}
+	return nil
 }
 
 // HoldsAll asks holds of each in order, each bounded by its own timeout, as a backend that

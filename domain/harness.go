@@ -70,6 +70,14 @@ type Config struct {
 	Parallel int
 	// Once is set where the loop runs a single pass: its lines do not promise a retry.
 	Once bool
+	// Updates is what the loop does with the staged changes a backend reports (an
+	// extension's newer version): Staged (the zero value) or Off.
+	Updates UpdatePolicy
+	// Canaries is how many consumers take a change new to the provider first; zero is one.
+	Canaries int
+	// Soak is how long the canaries must hold a new change before the rest follow; zero is
+	// DefaultSoak, a negative one none.
+	Soak time.Duration
 }
 
 // Harness is the reconcile loop's settings and memory. What it remembers of the backend is a
@@ -124,6 +132,7 @@ type Harness struct {
 	mass      bool   // a mass withdrawal is being held, and was said
 	peak      peaks  // the most consumers managed within the last hour
 	peakRead  bool   // peak was rebuilt from the record since the start, or the lease was taken
+	stages    stager // the staged changes' rollouts
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	copyBuf  [64 << 10]byte
@@ -150,6 +159,7 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 	cfg.Parallel = max(cfg.Parallel, 1)
 	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
 	h.consumers = newStore()
+	h.stages = newStager()
 	h.forgetAll()
 	h.step() // a loop that never gets going is stuck from its start
 	return h

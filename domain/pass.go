@@ -25,12 +25,16 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		for _, c := range h.consumers.by {
 			c.refusal = nil
 		}
+		if h.stages.resumeRollouts() {
+			h.verifiedAt = time.Time{} // checked at once, so that the rollout goes on
+		}
 	}
 	start := h.clock.Now()
 	h.heldUntil = time.Time{} // said again by this pass's withdraw, if it gets there
 	defer func() {
 		r.Took = h.clock.Now().Sub(start)
 		r.Leaving = h.leavingViews()
+		r.Rollouts = h.rolloutViews()
 		h.debug("", "pass: %d listed, %d created, %d reapplied, %d withdrawn, %d dropped, %d failed, %d unchecked, "+
 			"%d withdrawals held; took %s", len(r.Status), r.Created, r.Reapplied, r.Withdrawn, r.Dropped, r.Failures,
 			r.Unchecked, r.WithdrawalsHeld, r.Took)

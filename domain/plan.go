@@ -59,6 +59,7 @@ type item struct {
 	err       error         // Create's, Remove's or Drop's error
 	did       ports.Act     // what Create said it did
 	brake     brake         // what the consumer's brake was when the pass began
+	updates   []string      // the staged changes its create may make (stage)
 	timedOut  bool
 
 	// A leaving consumer's: active is whether its login still works.

@@ -135,6 +135,7 @@ func (h *Harness) foresee(ctx context.Context, items []*item) ([]Planned, error)
 		for _, why := range f.Why {
 			out[i].Why = append(out[i].Why, h.scrubbed(c, errors.New(why)))
 		}
+		planUpdates(&out[i], f, h.cfg.Updates == Off)
 	}
 	return out, nil
 }

@@ -38,6 +38,11 @@ type Status struct {
 	NextCheck time.Time `json:"next_check,omitzero"`
 	// Drift is what the last check that found it not held said had drifted.
 	Drift []string `json:"drift,omitempty"`
+	// Updates are the staged changes it is due (an extension's newer version), as its last
+	// check said them ("extension vector 0.8.0, wanted 0.8.6"); Kept what the backend keeps
+	// for it that its entry no longer names.
+	Updates []string `json:"updates,omitempty"`
+	Kept    []string `json:"kept,omitempty"`
 }
 
 // LeavingState is where a consumer stands that the backend's record holds and the file no
@@ -115,6 +120,8 @@ type Report struct {
 	// Leaving is every consumer the record holds that the file no longer lists, by login:
 	// those whose withdrawal waits or is held, and those withdrawn whose data is kept.
 	Leaving []Leaving
+	// Rollouts are the staged changes under way across the consumers, by key.
+	Rollouts []Rollout
 	// Took is how long the pass took, by the loop's clock.
 	Took time.Duration
 	// Watched are the files the pass read or tried to: the contributions file and every listed

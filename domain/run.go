@@ -15,6 +15,9 @@ import (
 // and the one that timed out (once), are asked on the next pass, which starts where this one
 // stopped, so that a timeout never leaves the consumers after it unchecked for good.
 func (h *Harness) run(ctx context.Context, items []*item) {
+	for _, it := range items { // a pass's items are the last one's: no staged change is let through twice
+		it.updates, it.p.Updates = nil, nil
+	}
 	h.refuseClashes(items)
 	h.creates(ctx, items, func(it *item) bool { return it.act == create && !it.called })
 
@@ -65,7 +68,10 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 			c.isUnasked, c.unasked = true, 1 // asked once more; a check that keeps timing out waits for the next round
 		}
 	}
-	h.creates(ctx, items, func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
+	h.stage(checks)
+	h.creates(ctx, items, func(it *item) bool {
+		return it.asked && it.checked.Err == nil && (!it.checked.Held || len(it.updates) > 0)
+	})
 }
 
 // refuseClashes refuses, before any call, each new consumer (neither applied nor recorded) to

@@ -52,13 +52,19 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	c := it.c
 	st := h.statusOf(c)
 	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
+	it.err = h.settleUpdates(it)
 	if it.checked.Held {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
 			h.consumers.applied(c, it.hash, it.g.shape, false)
 		}
-		h.setState(c, h.state(c), "")
+		text := ""
+		if it.called && it.err != nil { // held, and a staged change's create failed otherwise
+			r.Failures++
+			text = h.createFailed(c, it.err)
+		}
+		h.setState(c, h.state(c), text)
 		return
 	}
 	st.Drift = it.checked.Drift

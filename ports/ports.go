@@ -33,6 +33,9 @@ type Provision struct {
 	At string
 	// Node is the consumer's node.
 	Node string
+	// Updates are the keys (Update.Key) of the staged changes Create may make for this
+	// consumer now; it leaves every other staged change as it is. The loop sets it.
+	Updates []string
 }
 
 // Act is what Create does, or would do, for one consumer.
@@ -59,8 +62,52 @@ type Holding struct {
 	Held bool
 	// Drift names what differs where it is not held, in words an operator reads, e.g.
 	// "password", "connection limit", "extension vector missing". It is empty when Held.
+	// Staged changes are not drift: they are Updates.
 	Drift []string
+	// Updates are the staged changes the consumer is due (an extension's newer version),
+	// which Create makes only where Provision.Updates names them. They do not make it unheld.
+	Updates []Update
+	// Has are the keys of the staged changes it already holds (its extension at the wanted
+	// version): what tells the loop a change is no longer new to this provider.
+	Has []string
+	// Kept says what the backend keeps for it that its entry no longer names (an extension,
+	// which may hold its data, is never dropped), in words an operator reads.
+	Kept []string
 }
+
+// Update is a change a backend stages across its consumers rather than making at once for
+// all (an extension's new version): what one consumer's check found of it.
+type Update struct {
+	// Key names the change alike for every consumer it is for, e.g. "extension vector ->
+	// 0.8.6": a rollout is staged over it.
+	Key string
+	// Subject is what changes, e.g. "extension vector"; From and To the versions, e.g.
+	// "0.8.0" and "0.8.6" (From is "" where nothing is installed).
+	Subject, From, To string
+	// Word is the drift in an operator's words, e.g. "extension vector 0.8.0, wanted 0.8.6".
+	Word string
+	// Step is what making it does, e.g. "update vector 0.8.0 -> 0.8.6"; Done says it made,
+	// e.g. "extension vector updated 0.8.0 -> 0.8.6".
+	Step, Done string
+	// Refused is why the backend cannot make it (no update path, a downgrade, a version the
+	// server does not have); empty where it can. A refused change is never made.
+	Refused string
+	// Offer is what the backend offers for it (the server's available versions): a change to
+	// it may have fixed what made it fail.
+	Offer string
+}
+
+// UpdateFailed is Create's error where a staged change it was let make failed on the backend
+// (an extension's update script errors): the consumer keeps what it had, and the rest of what
+// Create does was done. Told apart with errors.As.
+type UpdateFailed struct {
+	// Update is the change that failed.
+	Update Update
+	// Reason is the backend's own.
+	Reason string
+}
+
+func (e *UpdateFailed) Error() string { return e.Update.Step + ": " + e.Reason }
 
 // Checked is one consumer's answer in a batch of checks.
 type Checked struct {
@@ -79,6 +126,10 @@ type Foresight struct {
 	// "comment (the record)"); for ActRefuse the reason Create would give; for ActCreate what
 	// is made.
 	Why []string
+	// Updates are the staged changes the consumer is due, and Kept what is kept that its
+	// entry no longer names, as a check (Holding) says them.
+	Updates []Update
+	Kept    []string
 	// Err is set where the backend could not be asked about this consumer; Act and Why are
 	// then meaningless.
 	Err error
@@ -105,7 +156,8 @@ type Backend interface {
 	// it did: ActCreate (it made the login), ActAdopt (it took over a login no record named),
 	// ActRepair (the provider's own, and something was changed), or ActNone (already exactly as
 	// asked; a backend that cannot tell cheaply answers ActRepair). Its act is meaningless
-	// where it fails.
+	// where it fails. It makes the staged changes p.Updates names, and no other; one that fails
+	// on the backend is a *UpdateFailed, after the rest was done.
 	Create(ctx context.Context, p Provision) (Act, error)
 	// Remove withdraws the login as: it can no longer be used, what it holds is kept, and the
 	// record marks it withdrawn. What it holds is the backend's own record's to say. Removing

@@ -128,6 +128,9 @@ type Backend struct {
 	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
 	// provider that is not a superuser: not checked for, as those it does not have.
 	refusedExt sync.Map
+	// refusedUpdate are the consumers' extension updates ("role/key") the server refused to
+	// make for a provider that is not a superuser, and why: said once, not tried again.
+	refusedUpdate sync.Map
 	// major is the server's major version, 0 until a session of the pool started.
 	major atomic.Int32
 	// blocked are the superusers' prepared transactions found in the provider's way.

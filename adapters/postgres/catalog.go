@@ -26,7 +26,7 @@ type facts struct {
 }
 
 // catalogWithin is catalog on a connection of the pool, within each from when it has one.
-func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, databases, named []string) ([]facts, map[string]bool, error) {
+func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, databases, named []string) ([]facts, map[string]string, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -38,9 +38,9 @@ func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, 
 }
 
 // catalog asks, in one round trip, what the server holds of each role and database, and which
-// of the named extensions it has available (listing those reads every control file, so only
-// where some are named).
-func (b *Backend) catalog(ctx context.Context, conn *pgxpool.Conn, roles, databases, named []string, searchPath string) ([]facts, map[string]bool, error) {
+// of the named extensions it has available, at which default version (listing those reads every
+// control file, so only where some are named).
+func (b *Backend) catalog(ctx context.Context, conn *pgxpool.Conn, roles, databases, named []string, searchPath string) ([]facts, map[string]string, error) {
 	batch := &pgx.Batch{}
 	relation, stored := "pg_catalog.pg_authid", "r.rolpassword"
 	if b.delegated() { // stored verifiers are a superuser's to read
@@ -65,7 +65,7 @@ LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
 `+sqlMembershipJoins+`
 ORDER BY w.i`, roles, databases, searchPath)
 	if len(named) > 0 {
-		batch.Queue("SELECT name::text FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
+		batch.Queue("SELECT name::text, coalesce(default_version::text, '') FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}
 	results := conn.SendBatch(ctx, batch)
 	defer results.Close()
@@ -84,18 +84,15 @@ ORDER BY w.i`, roles, databases, searchPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	available := map[string]bool{}
+	available := map[string]string{}
 	if len(named) > 0 {
 		rows, err := results.Query()
 		if err != nil {
 			return nil, nil, err
 		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		var name, version string
+		if _, err := pgx.ForEachRow(rows, []any{&name, &version}, func() error { available[name] = version; return nil }); err != nil {
 			return nil, nil, err
-		}
-		for _, x := range names {
-			available[x] = true
 		}
 	}
 	return out, available, nil

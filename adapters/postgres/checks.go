@@ -72,7 +72,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		f := facts[k]
 		f.available = make([]string, 0, len(wants[i].extensions))
 		for _, x := range wants[i].extensions {
-			if _, refused := b.refusedExt.Load(wants[i].role + "/" + x); available[x] && b.allows(x) && !refused {
+			if _, refused := b.refusedExt.Load(wants[i].role + "/" + x); has(available, x) && b.allows(x) && !refused {
 				f.available = append(f.available, x)
 			}
 		}
@@ -126,7 +126,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 				return
 			}
 		}
-		drift, err := b.inDatabase(dctx, wants[i], facts[k].available, release)
+		held, err := b.inDatabase(dctx, wants[i], facts[k].available, available, release)
 		if err != nil {
 			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				timedOut.Store(true)
@@ -135,9 +135,10 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 			return
 		}
 		if !facts[k].searchPath {
-			drift = append(drift, "search_path setting")
+			held.Drift = append(held.Drift, "search_path setting")
 		}
-		out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
+		held.Held = len(held.Drift) == 0
+		out[i].Holding = held
 	})
 	return out
 }
@@ -196,39 +197,67 @@ func (b *Backend) drift(role string, f facts) []string {
 	return d
 }
 
-// inDatabase is what drifted inside the consumer's database: the provider's schema (owned by a
-// superuser, the consumer's role may use it and nobody else create in it) and each of names
-// installed, asked on a read-only connection of its own in the slot release gives back.
-func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, release func()) ([]string, error) {
+// inDatabase is what the check finds inside the consumer's database: the provider's schema
+// (owned by a superuser, the consumer's role may use it and nobody else create in it), each of
+// names installed and at which version against the one wanted (the pin, else the server's
+// default in defaults), and the extensions kept that it no longer names; asked in one round
+// trip on a read-only connection of its own in the slot release gives back. Held is left to
+// the caller.
+func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, defaults map[string]string, release func()) (ports.Holding, error) {
+	var h ports.Holding
 	conn, err := b.connectIn(ctx, w.database, true, release)
 	if err != nil {
-		return nil, err
+		return h, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var schemaOK bool
-	var installed []string
-	err = conn.QueryRow(ctx, `
+	wants := make([]string, len(names))
+	for i, x := range names {
+		wants[i] = w.want(x, defaults[x])
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`
 SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
                         AND pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
                         AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
                         AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
                  FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
-                 WHERE n.nspname = $1), false),
-       ARRAY(SELECT extname::text FROM pg_catalog.pg_extension WHERE extname = ANY($3))`,
-		extensionSchema, w.role, names).Scan(&schemaOK, &installed)
+                 WHERE n.nspname = $1), false)`, extensionSchema, w.role)
+	batch.Queue(sqlInstalled, names, wants)
+	batch.Queue(sqlKept, w.extensions)
+	results := conn.SendBatch(ctx, batch)
+	defer results.Close()
+	var schemaOK bool
+	var kept []string
+	if err := results.QueryRow().Scan(&schemaOK); err != nil {
+		return h, err
+	}
+	rows, err := results.Query()
 	if err != nil {
-		return nil, err
+		return h, err
 	}
-	var drift []string
+	seen, err := scanInstalled(rows)
+	if err != nil {
+		return h, err
+	}
+	if err := results.QueryRow().Scan(&kept); err != nil {
+		return h, err
+	}
 	if !schemaOK {
-		drift = append(drift, "extensions schema")
+		h.Drift = append(h.Drift, "extensions schema")
 	}
-	for _, x := range names {
-		if !slices.Contains(installed, x) {
-			drift = append(drift, "extension "+x+" missing")
-		}
+	var missing []string
+	missing, h.Updates, h.Has = b.versionsHeld(w.role, seen)
+	h.Drift = append(h.Drift, missing...)
+	for _, x := range kept {
+		h.Kept = append(h.Kept, "extension "+x+" kept: no longer named, never dropped")
 	}
-	return drift, nil
+	return h, nil
+}
+
+// has is whether m has the key k.
+func has[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // logsIn is whether the consumer's role logs in to its database with password, asked by

@@ -38,7 +38,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
-		added, err := b.ensureExtensions(ctx, conn, w)
+		added, err := b.ensureExtensions(ctx, conn, w, p.Updates)
 		if (made || added) && did == ports.ActNone {
 			did = ports.ActRepair
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // The consumer owns its database, and so its public schema: whatever the provider runs there
@@ -38,6 +40,8 @@ type extension struct {
 	// schema is the schema its control file fixes, "" where it is relocatable or leaves it to
 	// CREATE EXTENSION.
 	schema string
+	// version is the server's default version of it.
+	version string
 }
 
 // extensionsToCreate answers which of w's extensions are to be created, and says, once per
@@ -47,7 +51,7 @@ func (b *Backend) extensionsToCreate(ctx context.Context, q querier, w wanted) (
 	if len(w.extensions) == 0 {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(v.schema::text, '')
+	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(v.schema::text, ''), coalesce(e.default_version::text, '')
 FROM pg_catalog.pg_available_extensions e
 LEFT JOIN pg_catalog.pg_available_extension_versions v ON v.name = e.name AND v.version = e.default_version
 WHERE e.name = ANY($1)`, w.extensions)
@@ -56,7 +60,7 @@ WHERE e.name = ANY($1)`, w.extensions)
 	}
 	var have []extension
 	var x extension
-	if _, err := pgx.ForEachRow(rows, []any{&x.name, &x.schema}, func() error { have = append(have, x); return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&x.name, &x.schema, &x.version}, func() error { have = append(have, x); return nil }); err != nil {
 		return nil, fmt.Errorf("list available extensions: %w", err)
 	}
 	var out []extension
@@ -85,8 +89,10 @@ WHERE e.name = ANY($1)`, w.extensions)
 // control file fixes, where that is not one the consumer can write), and gives the consumer's
 // role that schema on its search path there. An extension already installed stays where it
 // is; one the consumer can tamper with because it is in public is said once. It answers
-// whether it created an extension or set the search path.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed bool, err error) {
+// whether it created or updated an extension or set the search path. One installed at another
+// version than wanted is updated only where its key is among updates (the loop stages them),
+// and where the update fails, the error is a *ports.UpdateFailed, after the rest was done.
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string) (changed bool, err error) {
 	want, err := b.extensionsToCreate(ctx, conn, w)
 	if err != nil || len(want) == 0 {
 		return false, err
@@ -108,22 +114,36 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	if _, err := pgx.ForEachRow(rows, []any{&name, &schema}, func() error { installed[name] = schema; return nil }); err != nil {
 		return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
+	var update []string
+	defaults := map[string]string{}
 	for _, x := range want {
+		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
+			update = append(update, x.name)
 			if in == "public" && b.said.first(w.role+"/"+x.name+"/public", "public") {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is installed in schema public of %s, where the consumer can write; "+
 					"it stays there (drop it to have it made again in %s)", w.role, x.name, w.database, extensionSchema)
 			}
 			continue
 		}
-		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + " CASCADE"
+		version := ""
+		if pin := w.pins[x.name]; pin != "" {
+			if ok, err := b.offers(ctx, db.Conn, w.role, x.name, pin); err != nil || !ok {
+				if err != nil {
+					return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+				}
+				continue
+			}
+			version = " VERSION " + literal(pin)
+		}
+		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE"
 		if x.schema != "" {
 			if x.schema != "pg_catalog" && x.schema != extensionSchema {
 				return changed, refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
 					"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
 					x.name, w.database, x.schema))
 			}
-			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " CASCADE"
+			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE"
 		}
 		if _, err := db.Exec(ctx, statement); err != nil {
 			if b.delegated() && pgCode(err) == insufficientPrivilege {
@@ -141,8 +161,46 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		b.refusedExt.Delete(w.role + "/" + x.name)
 		b.said.clear(w.role + "/" + x.name + "/refused")
 	}
+	var failed error
+	if len(update) > 0 && len(updates) > 0 {
+		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults)
+		if err != nil {
+			return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
+		}
+		updated, err := b.updateExtensions(ctx, db.Conn, w.role, seen, updates)
+		changed = changed || updated
+		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
+			return changed, fmt.Errorf("update extensions in %s: %w", w.database, err)
+		}
+		failed = err
+	}
 	set, err := ensureSearchPath(ctx, conn, w)
-	return changed || set, err
+	if err != nil {
+		return changed || set, err
+	}
+	return changed || set, failed
+}
+
+// offers is whether the server has version of the extension name, saying once where it has
+// not: the pin is refused for that extension, the others go on.
+func (b *Backend) offers(ctx context.Context, db *pgx.Conn, role, name, version string) (bool, error) {
+	var ok bool
+	var offer *string
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extension_versions WHERE name = $1 AND version = $2),
+       (SELECT string_agg(version::text, ', ' ORDER BY version) FROM pg_catalog.pg_available_extension_versions WHERE name = $1)`,
+		name, version).Scan(&ok, &offer)
+	if err != nil || ok {
+		b.said.clear(role + "/" + name + "/pin")
+		return ok, err
+	}
+	has := ""
+	if offer != nil {
+		has = *offer
+	}
+	if b.said.first(role+"/"+name+"/pin", version) {
+		b.say(slog.LevelWarn, role, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version, has)
+	}
+	return false, nil
 }
 
 // ensureSchema makes the provider's schema in the connected database, or checks that the one

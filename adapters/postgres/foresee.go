@@ -91,6 +91,9 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		default:
 			out[i] = ports.Foresight{Act: ports.ActRepair, Why: a.Drift}
 		}
+		if a.Err == nil {
+			out[i].Updates, out[i].Kept = a.Updates, a.Kept
+		}
 	}
 	// Of the consumers that would be made, one asking for the database of an earlier one is
 	// refused before any call, as the loop refuses it (Clashes).

@@ -25,7 +25,10 @@ type wanted struct {
 	role       string
 	database   string
 	extensions []string
-	derived    map[string]any
+	// pins are the versions the entry pins, by extension; one not named here is wanted at
+	// the server's default version.
+	pins    map[string]string
+	derived map[string]any
 	// limit is the role's CONNECTION LIMIT: derived.connection_limit, else the Backend's.
 	limit int
 }
@@ -43,7 +46,7 @@ func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err := b.checkName("database", db); err != nil {
 		return wanted{}, invalid(err)
 	}
-	exts, err := extensionsOf(p.Values)
+	exts, pins, err := extensionsOf(p.Values)
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
@@ -51,7 +54,7 @@ func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	return wanted{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit}, nil
+	return wanted{role: p.As, database: db, extensions: exts, pins: pins, derived: p.Derived, limit: limit}, nil
 }
 
 // databaseOf names the consumer's database: derived.database wins over values.name; where
@@ -89,32 +92,6 @@ func limitOf(derived map[string]any, otherwise int) (int, error) {
 		return 0, fmt.Errorf("derived.connection_limit is %v, not a whole number of connections (-1 for no limit)", v)
 	}
 	return int(n), nil
-}
-
-// extensionsOf reads values.extensions: a list of extension names, each checked.
-func extensionsOf(values map[string]any) ([]string, error) {
-	v, ok := values["extensions"]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	list, isList := v.([]any)
-	if !isList {
-		return nil, fmt.Errorf("values.extensions is %T, not a list", v)
-	}
-	out := make([]string, 0, len(list))
-	for _, item := range list {
-		name, isString := item.(string)
-		if !isString {
-			return nil, fmt.Errorf("values.extensions holds %T %v, not a name", item, item)
-		}
-		if err := checkExtension(name); err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	return out, nil
 }
 
 // checkName refuses a login or database name that is empty, too long, holds anything but

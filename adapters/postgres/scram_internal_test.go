@@ -116,9 +116,10 @@ func TestDatabaseNamePrecedence(t *testing.T) {
 
 func TestExtensionsAreDeduplicatedInOrder(t *testing.T) {
 	is := is.New(t)
-	exts, err := extensionsOf(map[string]any{"extensions": []any{"vector", "pg_trgm", "vector"}})
+	exts, pins, err := extensionsOf(map[string]any{"extensions": []any{"vector", "pg_trgm", "vector"}})
 	is.NoErr(err)
 	is.Equal(exts, []string{"vector", "pg_trgm"})
-	_, err = extensionsOf(map[string]any{"extensions": []any{1.0}})
+	is.Equal(len(pins), 0) // none pinned
+	_, _, err = extensionsOf(map[string]any{"extensions": []any{1.0}})
 	is.Equal(err.Error(), "values.extensions holds float64 1, not a name")
 }

@@ -100,6 +100,19 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 			t.Fatal("not held after a second create")
 		}
 	})
+	t.Run("a consumer as created is due no staged change, and one Create is let make that is not due changes nothing", func(t *testing.T) {
+		p := fresh()
+		create(t, p)
+		a := b.HoldsAll(ctx, []ports.Provision{p}, time.Minute)[0]
+		if a.Err != nil || !a.Held || len(a.Updates) != 0 {
+			t.Fatalf("as created: held %v, updates %v, error %v", a.Held, a.Updates, a.Err)
+		}
+		p.Updates = []string{"extension no_such_extension -> 1.0"}
+		create(t, p)
+		if !holds(t, p) {
+			t.Fatal("not held after a create let make a change it is not due")
+		}
+	})
 	t.Run("another password is not held until created", func(t *testing.T) {
 		p := fresh()
 		create(t, p)

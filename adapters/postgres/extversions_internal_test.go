@@ -1,0 +1,52 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+func TestAnExtensionEntryIsANameOrANameAndAVersion(t *testing.T) {
+	is := is.New(t)
+	names, pins, err := extensionsOf(map[string]any{"extensions": []any{"vector", map[string]any{"name": "pg_trgm", "version": "1.5"},
+		map[string]any{"name": "vector"}}})
+	is.NoErr(err)
+	is.Equal(names, []string{"vector", "pg_trgm"})      // in order, once each
+	is.Equal(pins, map[string]string{"pg_trgm": "1.5"}) // only what is pinned
+	for entry, says := range map[string]any{
+		"values.extensions holds an entry with \"versoin\": an entry names only name and version":                         map[string]any{"name": "x", "versoin": "1"},
+		"values.extensions holds an entry whose name is <nil>, not a string":                                              map[string]any{"version": "1"},
+		"values.extensions: extension x: version is float64, not a string":                                                map[string]any{"name": "x", "version": 1.5},
+		"values.extensions: extension x: version is empty (name it as a plain string for the server's default)":           map[string]any{"name": "x", "version": ""},
+		"values.extensions: extension x: version \"1.0'; DROP\": only letters, digits, ., _ and - are allowed, not '\\''": map[string]any{"name": "x", "version": "1.0'; DROP"},
+		"values.extensions: extension x: version \"1--2\" holds --, which no version can":                                 map[string]any{"name": "x", "version": "1--2"},
+		"extension \"a b\": only letters, digits, _ and - are allowed, not ' '":                                           map[string]any{"name": "a b"},
+	} {
+		_, _, err := extensionsOf(map[string]any{"extensions": []any{says}})
+		is.True(err != nil)
+		is.Equal(err.Error(), entry) // refused, saying why
+	}
+	_, _, err = extensionsOf(map[string]any{"extensions": []any{"x", map[string]any{"name": "x", "version": "2"}}})
+	is.Equal(err.Error(), "values.extensions names x twice, at the server's default and at 2") // one version per extension
+}
+
+func TestWhatIsDoneAboutAnInstalledExtension(t *testing.T) {
+	is := is.New(t)
+	for _, c := range []struct {
+		x       installed
+		due     bool
+		refused string
+	}{
+		{installed{name: "v", version: "1", want: "1"}, false, ""},
+		{installed{name: "v", version: "", want: "1", known: true}, false, ""}, // missing: drift, not an update
+		{installed{name: "v", version: "1", want: "2", known: true, path: true}, true, ""},
+		{installed{name: "v", version: "2", want: "1", known: true, back: true}, true, "1 is older than the installed 2: an extension is never downgraded"},
+		{installed{name: "v", version: "1", want: "2", known: true}, true, "the server has no update path from 1 to 2"},
+		{installed{name: "v", version: "1", want: "9", offer: "1, 2"}, true, "the server has no version 9 of v (it has 1, 2)"},
+		{installed{name: "v", version: "", want: "9", offer: "1, 2"}, true, "the server has no version 9 of v (it has 1, 2)"},
+	} {
+		u, due := c.x.change()
+		is.Equal(due, c.due)
+		is.Equal(u.Refused, c.refused)
+	}
+}

@@ -1,0 +1,216 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// installFiles writes files (name: content) into the test server's extension folder, as the
+// trojan test installs its extension.
+func (e *env) installFiles(files map[string]string) {
+	e.t.Helper()
+	if e.srv.Local == nil {
+		e.t.Skip("installing a test extension needs a server these tests started")
+	}
+	folders, err := e.srv.Local.Folders()
+	is.New(e.t).NoErr(err) // the server's extension folder, found from its binaries
+	for file, content := range files {
+		tmp := filepath.Join(folders.Extension, fmt.Sprintf(".%s.%d", file, os.Getpid()))
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			e.t.Skipf("the extension folder %s cannot be written: %v", folders.Extension, err)
+		}
+		is.New(e.t).NoErr(os.Rename(tmp, filepath.Join(folders.Extension, file)))
+	}
+}
+
+// versionOf is the installed version of ext in db, "" where it is not installed.
+func (e *env) versionOf(db, ext string) string {
+	e.t.Helper()
+	var v string
+	_ = e.admin(db).QueryRow(ctx, "SELECT extversion::text FROM pg_extension WHERE extname = $1", ext).Scan(&v)
+	return v
+}
+
+func (e *env) defaultVersion(ext string) string {
+	e.t.Helper()
+	var v string
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT default_version::text FROM pg_available_extensions WHERE name = $1", ext).Scan(&v))
+	return v
+}
+
+// pinned is p asking for ext at version ("" for the server's default).
+func pinned(p ports.Provision, ext, version string) ports.Provision {
+	p.Values = map[string]any{"name": p.Values["name"], "extensions": []any{map[string]any{"name": ext, "version": version}}}
+	if version == "" {
+		p.Values["extensions"] = []any{ext}
+	}
+	return p
+}
+
+func (e *env) mustHold(p ports.Provision) ports.Holding {
+	e.t.Helper()
+	h, err := holdsOne(ctx, e.b, p)
+	is.New(e.t).NoErr(err)   // checked
+	is.New(e.t).True(h.Held) // held: a version to update to is not drift
+	return h
+}
+
+// A consumer's pg_trgm created at 1.4, as an earlier server would have: the check names it in
+// the same batched check, Create leaves it until the loop lets it update, then updates it to
+// the server's default.
+func TestAnExtensionOlderThanTheServersDefaultIsUpdatedWhenLet(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("trgm"), "pg_trgm")
+	e.mustCreate(p)
+	e.exec(p.As, "DROP EXTENSION pg_trgm", "CREATE EXTENSION pg_trgm VERSION '1.4' SCHEMA extensions")
+	def := e.defaultVersion("pg_trgm")
+	is.True(def != "1.4") // the server's default is newer
+
+	h := e.mustHold(p)
+	key := "extension pg_trgm -> " + def
+	is.Equal(len(h.Updates), 1)
+	u := h.Updates[0]
+	is.Equal([]string{u.Key, u.Subject, u.From, u.To, u.Word, u.Step, u.Refused},
+		[]string{key, "extension pg_trgm", "1.4", def, "extension pg_trgm 1.4, wanted " + def, "update pg_trgm 1.4 -> " + def, ""})
+	f := e.b.Foresee(ctx, []ports.Provision{p}, postgres.DefaultTimeout)
+	is.NoErr(f[0].Err)
+	is.Equal(f[0].Act, ports.ActNone)  // nothing else to do
+	is.Equal(f[0].Updates[0].Key, key) // but the update, which the plan shows
+
+	e.mustCreate(p)
+	is.Equal(e.versionOf(p.As, "pg_trgm"), "1.4") // not let: left as it is
+	p.Updates = []string{key}
+	act, err := e.b.Create(ctx, p)
+	is.NoErr(err)
+	is.Equal(act, ports.ActRepair)
+	is.Equal(e.versionOf(p.As, "pg_trgm"), def) // updated
+	h = e.mustHold(p)
+	is.Equal(len(h.Updates), 0)
+	is.Equal(h.Has, []string{key}) // and held at it
+}
+
+// A pinned version is created and kept where the server's default is newer; a later pin
+// updates to it.
+func TestAPinIsKeptAndALaterPinUpdatesToIt(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := pinned(provision(name("pin")), "pg_trgm", "1.4")
+	e.mustCreate(p)
+	is.Equal(e.versionOf(p.As, "pg_trgm"), "1.4") // created at the pin
+	h := e.mustHold(p)
+	is.Equal(len(h.Updates), 0)
+	is.Equal(h.Has, []string{"extension pg_trgm -> 1.4"}) // kept, not due the default
+
+	p = pinned(p, "pg_trgm", "1.5")
+	h = e.mustHold(p)
+	is.Equal(h.Updates[0].Step, "update pg_trgm 1.4 -> 1.5")
+	p.Updates = []string{h.Updates[0].Key}
+	e.mustCreate(p)
+	is.Equal(e.versionOf(p.As, "pg_trgm"), "1.5") // updated to the later pin
+}
+
+// A pin older than what is installed, a version the server does not have, and a version with
+// no update path are each refused for that extension, saying why, and never tried.
+func TestADowngradeAMissingPathAndAnUnknownVersionAreRefused(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := pinned(provision(name("down")), "pg_trgm", "1.5")
+	e.mustCreate(p)
+	p = pinned(p, "pg_trgm", "1.4")
+	h := e.mustHold(p)
+	is.Equal(h.Updates[0].Refused, "1.4 is older than the installed 1.5: an extension is never downgraded")
+	p.Updates = []string{h.Updates[0].Key}
+	e.mustCreate(p)
+	is.Equal(e.versionOf(p.As, "pg_trgm"), "1.5") // never downgraded
+
+	ext := "novox_nopath_" + run
+	e.installFiles(map[string]string{
+		ext + ".control":  "comment = 'no update path, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\n",
+		ext + "--1.0.sql": "CREATE FUNCTION novox_nopath_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+		ext + "--1.1.sql": "CREATE FUNCTION novox_nopath_one() RETURNS int LANGUAGE sql AS 'SELECT 11';\n",
+	})
+	q := pinned(provision(name("nopath")), ext, "1.0")
+	e.mustCreate(q)
+	q = pinned(q, ext, "")
+	h = e.mustHold(q)
+	is.Equal(h.Updates[0].Refused, "the server has no update path from 1.0 to 1.1")
+	q.Updates = []string{h.Updates[0].Key}
+	e.mustCreate(q)
+	is.Equal(e.versionOf(q.As, ext), "1.0") // not tried
+
+	r := pinned(provision(name("unknown")), "pg_trgm", "9.9")
+	e.mustCreate(r)
+	e.mustCreate(r)
+	is.Equal(e.versionOf(r.As, "pg_trgm"), "") // not created at a version the server has not
+	n := 0
+	for _, line := range e.log.said() {
+		if strings.HasPrefix(line, r.As+": extension pg_trgm is pinned at 9.9, which this server does not have") {
+			n++
+		}
+	}
+	is.Equal(n, 1) // said once over two creates
+	h = e.mustHold(r)
+	is.True(strings.HasPrefix(h.Updates[0].Refused, "the server has no version 9.9 of pg_trgm")) // refused, not drift
+}
+
+// rolloutExtension installs an extension with versions 1.0, 1.1 and 1.2 (the default) whose
+// 1.1 -> 1.2 script fails where fails, and answers its name.
+func rolloutExtension(e *env, ext string, fails bool) {
+	step := "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\n"
+	if fails {
+		step = "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\nSELECT 1/0;\n"
+	}
+	e.installFiles(map[string]string{
+		ext + ".control":       "comment = 'three versions, for the tests of the provider'\ndefault_version = '1.2'\nrelocatable = true\n",
+		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
+		ext + "--1.0--1.1.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+		ext + "--1.1--1.2.sql": step,
+	})
+}
+
+// An update whose script fails leaves the version that was (one transaction), and is Create's
+// *ports.UpdateFailed with the server's reason; the rest of the consumer stands.
+func TestAFailedUpdateKeepsTheVersionItHad(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	ext := "novox_fail_" + run
+	rolloutExtension(e, ext, true)
+	p := pinned(provision(name("fail")), ext, "1.1")
+	p.Values["extensions"] = append(p.Values["extensions"].([]any), "pg_trgm")
+	e.mustCreate(p)
+	p.Values["extensions"] = []any{ext, "pg_trgm"}
+	h := e.mustHold(p)
+	is.Equal(h.Updates[0].Word, "extension "+ext+" 1.1, wanted 1.2")
+	p.Updates = []string{h.Updates[0].Key}
+	_, err := e.b.Create(ctx, p)
+	var failed *ports.UpdateFailed
+	is.True(errors.As(err, &failed))            // the update's failure, told apart
+	is.Equal(failed.Reason, "division by zero") // the server's reason
+	is.Equal(failed.Update.Key, "extension "+ext+" -> 1.2")
+	is.Equal(e.versionOf(p.As, ext), "1.1")                 // kept the version it had
+	is.True(slices.Contains(e.extensions(p.As), "pg_trgm")) // the rest stands
+	is.True(e.mustHold(p).Held)
+}
+
+// An extension the entry no longer names stays, and the check says so.
+func TestAnExtensionNoLongerNamedIsKept(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("kept"), "pg_trgm", "fuzzystrmatch")
+	e.mustCreate(p)
+	p.Values["extensions"] = []any{"pg_trgm"}
+	e.mustCreate(p)
+	is.True(slices.Contains(e.extensions(p.As), "fuzzystrmatch")) // never dropped
+	is.Equal(e.mustHold(p).Kept, []string{"extension fuzzystrmatch kept: no longer named, never dropped"})
+}

@@ -1,0 +1,338 @@
+package domain
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// Staged changes: a backend reports, in its checks, changes it makes only when the loop lets it
+// (an extension's newer version), each under a key alike for every consumer it is for
+// (ports.Update). The loop stages each key across the consumers, beside the brakes: a change no
+// consumer of this provider has yet goes first to Config.Canaries consumers, which must hold it
+// for Config.Soak before the rest follow (bounded by Config.Parallel, as every create is). A
+// change that fails halts its rollout for every consumer until SIGHUP (RetryNow) or the
+// backend's offer for it changes. What the backend refuses to make, and every change while
+// updates are off, is said once per consumer and change.
+
+// UpdatePolicy is what the loop does with the staged changes a backend reports.
+type UpdatePolicy string
+
+const (
+	// Staged rolls each change out: canaries first, the rest after the soak.
+	Staged UpdatePolicy = "staged"
+	// Off says each change once and makes none.
+	Off UpdatePolicy = "off"
+)
+
+// DefaultSoak is how long canaries hold a change before the rest follow, where Config.Soak is
+// zero.
+const DefaultSoak = 10 * time.Minute
+
+// Rollout is what the loop knows of one staged change across the consumers: /status and the
+// metrics show it.
+type Rollout struct {
+	// Key names the change, e.g. "extension vector -> 0.8.6"; Subject, From and To say it:
+	// "extension vector", the versions the consumers come from ("0.8.0, 0.8.5"), and "0.8.6".
+	Key     string `json:"key"`
+	Subject string `json:"subject"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	// Done of Total consumers hold it.
+	Done  int `json:"done"`
+	Total int `json:"total"`
+	// Canaries are the consumers that take it first, while it is new to the provider; FollowAt
+	// is when the rest follow, once every canary holds it (zero before).
+	Canaries []string  `json:"canaries,omitempty"`
+	FollowAt time.Time `json:"follow_at,omitzero"`
+	// Halted is why it is halted (a consumer, the versions and the backend's reason); empty
+	// while it goes on.
+	Halted string `json:"halted,omitempty"`
+}
+
+// rollout is one staged change across the consumers.
+type rollout struct {
+	key, subject, to string
+	from             map[string]string // the version each consumer due it has
+	waiting          map[string]bool   // due it, as last checked
+	done             map[string]bool   // hold it: made by this loop, or found so
+	canaries         []string
+	heldAt           time.Time // when every canary held it; the soak counts from here
+	open             bool      // the rest follow: it was not new, or the canaries soaked it
+	halted           string
+	offer            string // the backend's offer when it halted
+}
+
+// stager is the loop's rollouts, and what it said of each consumer's changes.
+type stager struct {
+	rollouts map[string]*rollout
+	has      map[string]bool   // keys some consumer was found holding: not new to the provider
+	said     map[string]string // by login and key: what was last said of a change not made
+}
+
+func newStager() stager {
+	return stager{rollouts: map[string]*rollout{}, has: map[string]bool{}, said: map[string]string{}}
+}
+
+// soak is Config.Soak with its default.
+func (h *Harness) soak() time.Duration {
+	switch {
+	case h.cfg.Soak == 0:
+		return DefaultSoak
+	case h.cfg.Soak < 0:
+		return 0
+	}
+	return h.cfg.Soak
+}
+
+// resumeRollouts resumes every halted rollout (SIGHUP), and answers whether one was: the next
+// pass then checks every consumer, so that it goes on at once.
+func (s *stager) resumeRollouts() (any bool) {
+	for _, r := range s.rollouts {
+		if r.halted != "" {
+			r.halted, r.offer, any = "", "", true
+		}
+	}
+	return any
+}
+
+// stage takes in the changes the checks found due and decides which each consumer's create may
+// make now (item.updates). items are in the file's order, which decides the canaries.
+func (h *Harness) stage(checks []*item) {
+	s := &h.stages
+	for _, it := range checks { // first what is held, so that a change some consumer has is not new
+		it.updates = nil
+		it.p.Updates = nil
+		if !it.asked || it.checked.Err != nil {
+			continue
+		}
+		for _, r := range s.rollouts {
+			delete(r.waiting, it.c.as)
+		}
+		for _, key := range it.checked.Has {
+			s.has[key] = true
+			if r := s.rollouts[key]; r != nil {
+				r.done[it.c.as] = true
+			}
+		}
+	}
+	for _, it := range checks {
+		if !it.asked || it.checked.Err != nil {
+			continue
+		}
+		as := it.c.as
+		st := h.statusOf(it.c)
+		var words []string
+		for _, u := range it.checked.Updates {
+			words = append(words, u.Word)
+			switch {
+			case u.Refused != "":
+				h.sayUpdateOnce(as, u.Key, slog.LevelWarn, as+": "+u.Step+" refused: "+u.Refused)
+				continue
+			case h.cfg.Updates == Off:
+				h.sayUpdateOnce(as, u.Key, slog.LevelInfo, as+": "+u.Word+"; not updated (extension updates are off)")
+				continue
+			}
+			delete(s.said, as+"\x00"+u.Key)
+			r := s.rollouts[u.Key]
+			if r == nil {
+				r = &rollout{key: u.Key, subject: u.Subject, to: u.To, from: map[string]string{}, waiting: map[string]bool{},
+					done: map[string]bool{}, open: s.has[u.Key]}
+				s.rollouts[u.Key] = r
+			}
+			r.waiting[as], r.from[as] = true, u.From
+			delete(r.done, as)
+			if r.halted != "" && u.Offer != r.offer {
+				r.halted, r.offer = "", ""
+				h.say(slog.LevelInfo, "", "rollout of %s resumes: the backend's offer for it changed (%s)", r.key, u.Offer)
+			}
+		}
+		if !slices.Equal(st.Updates, words) || !slices.Equal(st.Kept, it.checked.Kept) {
+			st.Updates, st.Kept, h.consumers.dirty = words, it.checked.Kept, true
+		}
+	}
+	h.pruneRollouts()
+	// The canaries are the first due in the file's order, wherever this pass's checks began.
+	inOrder := slices.Clone(checks)
+	slices.SortFunc(inOrder, func(a, b *item) int { return a.index - b.index })
+	now := h.clock.Now()
+	for _, key := range h.rolloutKeys() {
+		r := s.rollouts[key]
+		if r.halted != "" {
+			continue
+		}
+		if !r.open && !r.heldAt.IsZero() && !now.Before(r.heldAt.Add(h.soak())) {
+			r.open = true
+			h.say(slog.LevelInfo, "", "rollout of %s: the canaries (%s) held it for %s; the rest follow", r.key,
+				strings.Join(r.canaries, ", "), h.soak())
+		}
+		for _, it := range inOrder {
+			as := it.c.as
+			if !r.waiting[as] {
+				continue
+			}
+			if !r.open && !slices.Contains(r.canaries, as) {
+				if len(r.canaries) >= max(h.cfg.Canaries, 1) {
+					continue
+				}
+				r.canaries = append(r.canaries, as)
+			}
+			it.updates = append(it.updates, key)
+		}
+	}
+	for _, it := range checks {
+		it.p.Updates = it.updates
+	}
+}
+
+// pruneRollouts forgets, in each rollout, the consumers no longer listed, and the rollouts no
+// consumer is due any more.
+func (h *Harness) pruneRollouts() {
+	for key, r := range h.stages.rollouts {
+		for _, m := range []map[string]bool{r.waiting, r.done} {
+			for as := range m {
+				if c := h.consumers.get(as); c == nil || !c.listed {
+					delete(m, as)
+				}
+			}
+		}
+		r.canaries = slices.DeleteFunc(r.canaries, func(as string) bool { return !r.waiting[as] && !r.done[as] })
+		if len(r.waiting) == 0 {
+			delete(h.stages.rollouts, key)
+		}
+	}
+}
+
+func (h *Harness) rolloutKeys() []string {
+	keys := make([]string, 0, len(h.stages.rollouts))
+	for k := range h.stages.rollouts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// sayUpdateOnce says text of as's change key where it was not said last.
+func (h *Harness) sayUpdateOnce(as, key string, level slog.Level, text string) {
+	k := as + "\x00" + key
+	if h.stages.said[k] == text {
+		return
+	}
+	h.stages.said[k] = text
+	h.say(level, as, "%s", text)
+}
+
+// settleUpdates records what a create let make staged changes did: each made is said in the
+// audit trail and counts in its rollout (the canaries' soak starts once they all hold it); one
+// that failed halts its rollout for every consumer, said once at ERROR, and the rest of the
+// create stands. It answers the create's error without that failure.
+func (h *Harness) settleUpdates(it *item) error {
+	if len(it.updates) == 0 || !it.called {
+		return it.err
+	}
+	var failed *ports.UpdateFailed
+	if it.err != nil && !errors.As(it.err, &failed) {
+		return it.err
+	}
+	c := it.c
+	for _, key := range it.updates {
+		r := h.stages.rollouts[key]
+		if r == nil {
+			continue
+		}
+		if failed != nil && failed.Update.Key == key {
+			if r.halted == "" {
+				r.halted = c.as + ": " + failed.Update.Step + " failed: " + h.scrubbed(c, errors.New(failed.Reason))
+				r.offer = failed.Update.Offer
+				h.say(slog.LevelError, c.as, "rollout of %s halted for every consumer: %s; each keeps the version it has "+
+					"until SIGHUP or the server's versions of it change", r.key, r.halted)
+			}
+			continue
+		}
+		for _, u := range it.checked.Updates {
+			if u.Key == key {
+				h.audit(c, "extension updated", c.as+": "+u.Done)
+			}
+		}
+		delete(r.waiting, c.as)
+		r.done[c.as] = true
+		h.stages.has[key] = true
+		if !r.open && r.heldAt.IsZero() && len(r.canaries) > 0 &&
+			!slices.ContainsFunc(r.canaries, func(as string) bool { return !r.done[as] }) {
+			r.heldAt = h.clock.Now()
+		}
+		if len(r.waiting) == 0 {
+			delete(h.stages.rollouts, key) // every consumer holds it
+		}
+	}
+	st := h.statusOf(c)
+	st.Updates = slices.DeleteFunc(slices.Clone(st.Updates), func(w string) bool {
+		for _, u := range it.checked.Updates {
+			if u.Word == w && slices.Contains(it.updates, u.Key) && (failed == nil || failed.Update.Key != u.Key) {
+				return true
+			}
+		}
+		return false
+	})
+	if len(st.Updates) == 0 {
+		st.Updates = nil
+	}
+	h.consumers.dirty = true
+	if failed != nil {
+		return nil // the failure was the update's, and halted its rollout; the create stands
+	}
+	return it.err
+}
+
+// rolloutViews are the rollouts for a Report, by key.
+func (h *Harness) rolloutViews() []Rollout {
+	if len(h.stages.rollouts) == 0 {
+		return nil
+	}
+	out := make([]Rollout, 0, len(h.stages.rollouts))
+	for _, key := range h.rolloutKeys() {
+		r := h.stages.rollouts[key]
+		var from []string
+		for _, v := range r.from {
+			if v != "" && !slices.Contains(from, v) {
+				from = append(from, v)
+			}
+		}
+		sort.Strings(from)
+		v := Rollout{Key: r.key, Subject: r.subject, From: strings.Join(from, ", "), To: r.to, Done: len(r.done),
+			Total: len(r.done) + len(r.waiting), Canaries: slices.Clone(r.canaries), Halted: r.halted}
+		if !r.open && !r.heldAt.IsZero() {
+			v.FollowAt = r.heldAt.Add(h.soak())
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// planUpdates adds to p what a pass would do of the staged changes f says the consumer is due,
+// and what is kept that its entry no longer names.
+func planUpdates(p *Planned, f ports.Foresight, off bool) {
+	for _, u := range f.Updates {
+		switch {
+		case u.Refused != "":
+			p.Why = append(p.Why, u.Step+" refused: "+u.Refused)
+		case off:
+			p.Why = append(p.Why, u.Word+"; not updated (extension updates are off)")
+		default:
+			if p.Act == "" {
+				p.Act = PlanUpdate
+			}
+			p.Why = append(p.Why, u.Step)
+		}
+	}
+	p.Why = append(p.Why, f.Kept...)
+}
+
+// PlanUpdate is the act of a consumer held as asked but for staged changes it is due (an
+// extension's newer version), made as its rollout allows.
+const PlanUpdate = "update"

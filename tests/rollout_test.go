@@ -1,0 +1,152 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// installExtension writes files (name: content) into the server's extension folder, as the
+// security tests install theirs; skipped where the folder cannot be written.
+func installExtension(t *testing.T, srv *pgserver.TestServer, files map[string]string) {
+	t.Helper()
+	if srv.Local == nil {
+		t.Skip("installing a test extension needs a server these tests started")
+	}
+	folders, err := srv.Local.Folders()
+	is.New(t).NoErr(err)
+	for file, content := range files {
+		tmp := filepath.Join(folders.Extension, fmt.Sprintf(".%s.%d", file, os.Getpid()))
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Skipf("the extension folder %s cannot be written: %v", folders.Extension, err)
+		}
+		is.New(t).NoErr(os.Rename(tmp, filepath.Join(folders.Extension, file)))
+	}
+}
+
+// threeVersions are the files of an extension with versions 1.0, 1.1 and 1.2 (the default),
+// whose 1.1 -> 1.2 script fails where broken.
+func threeVersions(ext string, broken bool) map[string]string {
+	step := "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\n"
+	if broken {
+		step += "SELECT 1/0;\n"
+	}
+	return map[string]string{
+		ext + ".control":       "comment = 'three versions, for the tests of the provider'\ndefault_version = '1.2'\nrelocatable = true\n",
+		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
+		ext + "--1.0--1.1.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+		ext + "--1.1--1.2.sql": step,
+	}
+}
+
+// giveWith replaces the contributions file with cs, each naming the extensions entries (a name,
+// or {"name", "version"}).
+func (m *mesh) giveWith(entries []any, cs ...consumer) {
+	m.t.Helper()
+	given := []any{}
+	for _, c := range cs {
+		given = append(given, map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
+			"values": map[string]any{"name": c.as, "extensions": entries}})
+		m.writeFile(m.secret(c.as), c.password+"\n")
+	}
+	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": given})
+	is.New(m.t).NoErr(err)
+	m.writeFile(m.file, string(raw))
+}
+
+func versionIn(t *testing.T, url, db, ext string) string {
+	var v string
+	_ = query(t, url, db, "SELECT extversion::text FROM pg_extension WHERE extname = '"+ext+"'", &v)
+	return v
+}
+
+// 20 consumers at 1.1 of an extension whose 1.1 -> 1.2 script fails: the canary's update fails,
+// the rollout halts for all 20 (said once at ERROR, shown by /status and the metric), each keeps
+// 1.1; the script fixed and SIGHUP resume it: the canary first, the rest after a short soak.
+func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	ext := "novox_roll_" + randomHex(3)
+	installExtension(t, srv, threeVersions(ext, true))
+	m := newMesh(t)
+	cs := consumers("roll", 20)
+	m.giveWith([]any{map[string]any{"name": ext, "version": "1.1"}}, cs...)
+	p := start(t, nil, daemonArgs(m, srv.URL, "--extension-soak", "3s", "--parallel", "4")...)
+	eventually(t, "all 20 at 1.1", func() bool {
+		for _, c := range cs {
+			if versionIn(t, srv.URL, c.as, ext) != "1.1" {
+				return false
+			}
+		}
+		return true
+	})
+
+	m.giveWith([]any{ext}, cs...) // the pin let go: the server's default, 1.2, is wanted
+	eventually(t, "halted", func() bool { return p.metric(`provisioner_extension_rollouts_halted`) == 1 })
+	p.passes(8)                                                                             // verify passes (every 1 s) among them
+	is.Equal(p.count("rollout of extension "+ext+" -> 1.2 halted for every consumer: "), 1) // said once
+	is.Equal(p.count("update "+ext+" 1.1 -> 1.2 failed: division by zero"), 1)              // naming the versions and the reason
+	for _, c := range cs {
+		is.Equal(versionIn(t, srv.URL, c.as, ext), "1.1") // each keeps 1.1
+	}
+	_, body := p.get("/status")
+	var doc struct {
+		Rollouts []struct {
+			Subject, From, To, Halted string
+			Done, Total               int
+		}
+	}
+	is.NoErr(json.Unmarshal([]byte(body), &doc))
+	is.Equal(len(doc.Rollouts), 1) // /status shows the rollout
+	r := doc.Rollouts[0]
+	is.Equal([]any{r.Subject, r.From, r.To, r.Done, r.Total}, []any{"extension " + ext, "1.1", "1.2", 0, 20})
+	is.True(strings.Contains(r.Halted, "division by zero")) // halted, and why
+
+	installExtension(t, srv, threeVersions(ext, false)) // the script fixed
+	is.NoErr(p.g.Signal(syscall.SIGHUP))
+	eventually(t, "the rest followed", func() bool {
+		for _, c := range cs {
+			if versionIn(t, srv.URL, c.as, ext) != "1.2" {
+				return false
+			}
+		}
+		return true
+	})
+	is.Equal(p.count("extension "+ext+" updated 1.1 -> 1.2"), 20) // an audit line per update
+	is.Equal(p.count("the canaries ("), 1)                        // the soak's end, said once
+	// The canary first, then the soak's end, then the rest: in the order said.
+	said := p.stderr.String()
+	soaked := strings.Index(said, "rollout of extension "+ext+" -> 1.2: the canaries ("+cs[0].as+") held it for 3s; the rest follow")
+	is.True(soaked > 0)
+	is.True(strings.Index(said, cs[0].as+": extension "+ext+" updated 1.1 -> 1.2") < soaked) // the canary before
+	for _, c := range cs[1:] {
+		is.True(strings.Index(said, c.as+": extension "+ext+" updated 1.1 -> 1.2") > soaked) // each other after
+	}
+	eventually(t, "the rollout over", func() bool { return p.metric(`provisioner_extension_rollouts_halted`) == 0 })
+	is.Equal(p.stop(), 0)
+}
+
+// Delegated, on the server that allow-lists pg_trgm (pgextwlist): a consumer's pg_trgm created
+// at 1.4 is updated to the server's default by the provider that is not a superuser.
+func TestDelegatedUpdatesAnAllowListedExtension(t *testing.T) {
+	srv := pgserver.AllowListing(t)
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.giveWith([]any{map[string]any{"name": "pg_trgm", "version": "1.4"}}, letta)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL), "--extension-soak", "1s")...)
+	eventually(t, "pg_trgm at 1.4", func() bool { return versionIn(t, srv.URL, letta.as, "pg_trgm") == "1.4" })
+	var def string
+	is.New(t).NoErr(query(t, srv.URL, "", "SELECT default_version::text FROM pg_available_extensions WHERE name = 'pg_trgm'", &def))
+	m.giveWith([]any{"pg_trgm"}, letta)
+	eventually(t, "pg_trgm updated", func() bool { return versionIn(t, srv.URL, letta.as, "pg_trgm") == def })
+	eventually(t, "said", func() bool { return p.count(letta.as+": extension pg_trgm updated 1.4 -> "+def) == 1 })
+	is.New(t).Equal(p.stop(), 0)
+}
