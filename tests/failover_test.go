@@ -28,10 +28,13 @@ func haURL(t *testing.T, base, attrs string, servers ...*pgserver.Server) string
 	return u.String()
 }
 
-// caughtUp is whether standby has replayed everything primary has written.
+// caughtUp is whether standby has replayed everything primary has committed. The test servers
+// commit asynchronously (synchronous_commit off): a commit's record may still be in the WAL
+// buffers, past the write position (pg_current_wal_lsn) and so not yet sent; the insert
+// position counts it.
 func caughtUp(t *testing.T, primary, standby *pgserver.Server) bool {
 	var lsn string
-	if err := query(t, primary.URL, "", "SELECT pg_catalog.pg_current_wal_lsn()::text", &lsn); err != nil {
+	if err := query(t, primary.URL, "", "SELECT pg_catalog.pg_current_wal_insert_lsn()::text", &lsn); err != nil {
 		return false
 	}
 	var done bool
