@@ -1,0 +1,95 @@
+package postgres_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// updateTrap installs ext at versions 1.0 and 1.1 (the default), whose 1.0 -> 1.1 script calls
+// upper() unqualified, as third-party scripts do, and requires the extensions requires names.
+func updateTrap(e *env, ext, requires string) {
+	control := "comment = 'an update calling upper() unqualified, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\nsuperuser = true\n"
+	if requires != "" {
+		control += "requires = '" + requires + "'\n"
+	}
+	e.installFiles(map[string]string{
+		ext + ".control":       control,
+		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
+		ext + "--1.0--1.1.sql": "SELECT upper('probe'::varchar);\n",
+	})
+}
+
+// plantUpper has the consumer p plant public.upper(varchar), which records who ran it and
+// tries to make p a superuser.
+func (e *env) plantUpper(p ports.Provision) {
+	e.t.Helper()
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	_, err := conn.Exec(ctx, fmt.Sprintf(`
+CREATE TABLE public.who_ran (who text, super bool);
+GRANT INSERT ON public.who_ran TO PUBLIC;
+CREATE FUNCTION public.upper(varchar) RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN
+	INSERT INTO public.who_ran SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user;
+	BEGIN
+		EXECUTE 'ALTER ROLE %s SUPERUSER';
+	EXCEPTION WHEN OTHERS THEN NULL;
+	END;
+	RETURN 'planted';
+END $f$;`, p.As))
+	is.New(e.t).NoErr(err) // the trap is set
+}
+
+// An update's script runs as a superuser with the extension's schema, and those of the
+// extensions it requires, as its search path: where the consumer can write one of them (an
+// extension left in public, or requiring one there), the update is refused, saying why, and
+// never run; nothing the consumer planted runs as a superuser.
+func TestAnUpdateNeverRunsWhereTheConsumerCanWrite(t *testing.T) {
+	for _, c := range []struct{ name, setup string }{
+		{"installed in public", "public"},
+		{"requiring one in public", "requires"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := is.New(t)
+			e := newEnv(t)
+			ext := "novox_uptrap_" + c.setup + "_" + run
+			base := ""
+			if c.setup == "requires" {
+				base = "novox_upbase_" + run
+				e.installFiles(map[string]string{
+					base + ".control":  "comment = 'required, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
+					base + "--1.0.sql": "CREATE FUNCTION " + base + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+				})
+			}
+			updateTrap(e, ext, base)
+			p := provision(name("uptrap"))
+			e.mustCreate(p)
+			if c.setup == "public" { // as an earlier provider, or the operator, made it
+				e.exec(p.As, "CREATE EXTENSION "+ext+" VERSION '1.0' SCHEMA public")
+			} else {
+				e.exec(p.As, "CREATE EXTENSION "+base+" SCHEMA public", "CREATE SCHEMA IF NOT EXISTS extensions",
+					"CREATE EXTENSION "+ext+" VERSION '1.0' SCHEMA extensions")
+			}
+			p.Values["extensions"] = []any{ext}
+			e.mustCreate(p) // the search path set; the update not let yet
+			e.plantUpper(p)
+			h := e.mustHold(p)
+			is.Equal(len(h.Updates), 1)
+			is.True(strings.Contains(h.Updates[0].Refused, "schema public")) // refused, naming where
+			p.Updates = []string{h.Updates[0].Key}
+			_, _ = e.b.Create(ctx, p)
+
+			is.Equal(e.versionOf(p.As, ext), "1.0") // never updated
+			var super bool
+			is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
+			is.True(!super) // the consumer gained nothing
+			var ran int
+			is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
+			is.Equal(ran, 0) // the planted function never ran
+		})
+	}
+}
