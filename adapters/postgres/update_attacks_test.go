@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -92,4 +93,36 @@ func TestAnUpdateNeverRunsWhereTheConsumerCanWrite(t *testing.T) {
 			is.Equal(ran, 0) // the planted function never ran
 		})
 	}
+}
+
+// Creating an extension runs its script with the schemas of the extensions it requires on the
+// search path too: one the consumer made in public first must not put public there.
+func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	base, ext := "novox_crbase_"+run, "novox_crtrap_"+run
+	e.installFiles(map[string]string{
+		base + ".control":  "comment = 'required and trusted, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\ntrusted = true\nsuperuser = true\n",
+		base + "--1.0.sql": "CREATE FUNCTION " + base + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+		ext + ".control":   "comment = 'calls upper() unqualified, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\nsuperuser = true\nrequires = '" + base + "'\n",
+		ext + "--1.0.sql":  "SELECT upper('probe'::varchar);\n",
+	})
+	p := provision(name("crtrap"))
+	e.mustCreate(p)
+	e.plantUpper(p)
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	_, err := conn.Exec(ctx, "CREATE EXTENSION "+base+" SCHEMA public") // trusted: the consumer may
+	is.NoErr(err)
+	p.Values["extensions"] = []any{ext}
+	_, err = e.b.Create(ctx, p)
+	is.True(errors.Is(err, ports.ErrRefused))                  // refused,
+	is.True(strings.Contains(err.Error(), "in schema public")) // naming where
+	is.True(!contains(e.extensions(p.As), ext))                // and not created
+
+	var super bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
+	is.True(!super) // the consumer gained nothing
+	var ran int
+	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
+	is.Equal(ran, 0) // the planted function never ran
 }
