@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
+	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
 )
 
@@ -125,4 +127,82 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	var ran int
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
 	is.Equal(ran, 0) // the planted function never ran
+}
+
+// A hostile pin (quotes, a statement, a comment, a newline, a terminal's escape, too long) is
+// refused for its consumer by Create, the check and the plan alike, with the pin quoted in the
+// reason, and never reaches the server: nothing is made, nothing dropped, nothing logged.
+func TestAHostilePinIsRefusedAndNeverReachesTheServer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	victim := provision(name("victim"))
+	e.mustCreate(victim)
+	for _, pin := range []string{
+		"1.0'; DROP ROLE " + victim.As + "; --",
+		"1.0' || pg_catalog.pg_sleep(5) || '",
+		`1.0\'; SELECT 1; --`,
+		"1.0\nDROP ROLE " + victim.As,
+		"1.0\x1b[2J\x1b]0;owned\x07",
+		"1.0\u202e",
+		strings.Repeat("1", 64),
+		"1.0--9.9",
+		"$$1.0$$",
+	} {
+		p := pinned(provision(name("pin")), "pg_trgm", pin)
+		before := e.logSize()
+		_, err := e.b.Create(ctx, p)
+		is.True(errors.Is(err, ports.ErrInvalid)) // refused for that consumer, as a bad name is
+		checked := e.b.HoldsAll(ctx, []ports.Provision{p}, postgres.DefaultTimeout)
+		is.True(errors.Is(checked[0].Err, ports.ErrInvalid)) // the check says the same
+		f := e.b.Foresee(ctx, []ports.Provision{p}, postgres.DefaultTimeout)
+		is.True(f[0].Err != nil || f[0].Act == ports.ActRefuse) // and so does the plan
+		for _, text := range []string{err.Error(), checked[0].Err.Error()} {
+			is.True(!strings.ContainsAny(text, "\n\x1b\x07\u202e")) // the pin quoted, never raw
+		}
+		raw, logErr := e.srv.Local.Log()
+		is.NoErr(logErr)
+		is.True(!strings.Contains(string(raw[before:]), "DROP ROLE "+victim.As)) // never sent
+		var roles int
+		is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", p.As).Scan(&roles))
+		is.Equal(roles, 0) // nothing made for it
+	}
+	is.True(e.holds(victim)) // nothing dropped
+}
+
+// An update waits for a lock a consumer's session holds at most the provider's lock timeout,
+// and is then a transient failure, the version kept; once the lock is gone it is made.
+func TestAnUpdateWaitsForAConsumersLockOnlyTheLockTimeout(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 300 * time.Millisecond})
+	ext := "novox_uplock_" + run
+	e.installFiles(map[string]string{
+		ext + ".control":       "comment = 'an update altering a table, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\n",
+		ext + "--1.0.sql":      "CREATE TABLE " + ext + "_t (a int);\nGRANT SELECT ON " + ext + "_t TO PUBLIC;\n",
+		ext + "--1.0--1.1.sql": "ALTER TABLE " + ext + "_t ADD COLUMN b int;\n",
+	})
+	p := pinned(provision(name("uplock")), ext, "1.0")
+	is.NoErr(errOf(b.Create(ctx, p)))
+	p = pinned(p, ext, "")
+	h, err := holdsOne(ctx, b, p)
+	is.NoErr(err)
+	is.Equal(len(h.Updates), 1)
+	is.Equal(h.Updates[0].Refused, "")
+	p.Updates = []string{h.Updates[0].Key}
+
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	tx, err := conn.Begin(ctx)
+	is.NoErr(err)
+	_, err = tx.Exec(ctx, "SELECT * FROM extensions."+ext+"_t") // holds its lock until the transaction ends
+	is.NoErr(err)
+	start := time.Now()
+	_, err = b.Create(ctx, p)
+	took := time.Since(start)
+	is.True(errors.Is(err, ports.ErrTransient)) // a transient failure, tried again
+	is.True(took < 3*time.Second)               // waited about the lock timeout, not for the consumer
+	is.Equal(e.versionOf(p.As, ext), "1.0")     // the version kept
+	is.NoErr(tx.Rollback(ctx))
+
+	is.NoErr(errOf(b.Create(ctx, p)))
+	is.Equal(e.versionOf(p.As, ext), "1.1") // made once the lock is gone
 }
