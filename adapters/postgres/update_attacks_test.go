@@ -206,3 +206,30 @@ func TestAnUpdateWaitsForAConsumersLockOnlyTheLockTimeout(t *testing.T) {
 	is.NoErr(errOf(b.Create(ctx, p)))
 	is.Equal(e.versionOf(p.As, ext), "1.1") // made once the lock is gone
 }
+
+// The record the provider reads back (whose a role, a database, a renamed role is, and what is
+// withdrawn) lives in roles' comments, which a consumer can neither write, on its own role or
+// another's, nor move by renaming its role: nothing it does forges one.
+func TestAConsumerCannotForgeARecord(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p, other := provision(name("forger")), provision(name("forged"))
+	e.mustCreate(p)
+	e.mustCreate(other)
+	var record string
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1", other.As).Scan(&record))
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	for _, statement := range []string{
+		"COMMENT ON ROLE " + p.As + " IS " + quoteLiteral(record), // the other's record on its own role
+		"COMMENT ON ROLE " + other.As + " IS NULL",                // the other's record taken off
+		"ALTER ROLE " + p.As + " RENAME TO " + p.As + "_parked",   // its record moved with it
+		"ALTER DATABASE " + p.As + " OWNER TO " + other.As,        // its database given to the other
+	} {
+		_, err := conn.Exec(ctx, statement)
+		is.True(err != nil) // refused by the server
+	}
+	is.True(e.holds(p))     // both stand as they were
+	is.True(e.holds(other)) //
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
