@@ -191,6 +191,9 @@ func TestAnUpdateWaitsForAConsumersLockOnlyTheLockTimeout(t *testing.T) {
 	p.Updates = []string{h.Updates[0].Key}
 
 	conn := e.mustLogin(p.As, p.Password, p.As)
+	// The database's own defaults, which its owner sets, never reach the provider's sessions.
+	_, err = conn.Exec(ctx, "ALTER DATABASE "+p.As+" SET lock_timeout = 0; ALTER DATABASE "+p.As+" SET search_path = public")
+	is.NoErr(err)
 	tx, err := conn.Begin(ctx)
 	is.NoErr(err)
 	_, err = tx.Exec(ctx, "SELECT * FROM extensions."+ext+"_t") // holds its lock until the transaction ends
