@@ -126,8 +126,9 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 			}
 			continue
 		}
-		version := ""
+		version, at := "", x.version
 		if pin := w.pins[x.name]; pin != "" {
+			at = pin
 			if ok, err := b.offers(ctx, db.Conn, w.role, x.name, pin); err != nil || !ok {
 				if err != nil {
 					return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
@@ -135,6 +136,14 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 				continue
 			}
 			version = " VERSION " + literal(pin)
+		}
+		var where *string
+		if err := db.QueryRow(ctx, sqlRequiredIn, x.name, at).Scan(&where); err != nil {
+			return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+		}
+		if where != nil {
+			return changed, refused(fmt.Errorf("create extension %s in %s: it requires an extension installed in schema %s, where others may "+
+				"create objects; its script would run as a superuser searching that schema, so it is not created", x.name, w.database, *where))
 		}
 		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE"
 		if x.schema != "" {
@@ -180,6 +189,21 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	}
 	return changed || set, failed
 }
+
+// sqlRequiredIn names the schemas, other than the catalog and the provider's, of the installed
+// extensions that creating $1 at version $2 requires, through those CASCADE would create:
+// PostgreSQL puts each required extension's schema on the search_path of the script of the
+// one that requires it, which runs as a superuser. NULL where there are none.
+const sqlRequiredIn = `WITH RECURSIVE req (name) AS (
+  SELECT pg_catalog.unnest(v.requires)::text FROM pg_catalog.pg_available_extension_versions v WHERE v.name = $1 AND v.version = $2
+  UNION
+  SELECT pg_catalog.unnest(v.requires)::text FROM req
+  JOIN pg_catalog.pg_available_extensions a ON a.name = req.name
+  JOIN pg_catalog.pg_available_extension_versions v ON v.name = a.name AND v.version = a.default_version
+  WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension x WHERE x.extname = req.name))
+SELECT string_agg(DISTINCT n.nspname::text, ', ') FROM req
+JOIN pg_catalog.pg_extension x ON x.extname = req.name JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace
+WHERE n.nspname NOT IN ('pg_catalog', '` + extensionSchema + `')`
 
 // offers is whether the server has version of the extension name, saying once where it has
 // not: the pin is refused for that extension, the others go on.

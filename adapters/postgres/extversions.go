@@ -128,6 +128,10 @@ type installed struct {
 	// version to want, and one from want to version (want is older), and the versions it has.
 	known, path, back bool
 	offer             string
+	// unsafe names the schemas other than the catalog and the provider's that an update's
+	// script would search (the extension's own and those of the extensions it requires, which
+	// PostgreSQL puts on the script's search_path): where the consumer may create objects.
+	unsafe string
 }
 
 // change is what the provider does about an installed extension: nothing (held, or missing,
@@ -153,6 +157,11 @@ func (x installed) change() (u ports.Update, due bool) {
 	switch {
 	case !x.known:
 		u.Refused = fmt.Sprintf("the server has no version %s of %s (it has %s)", x.want, x.name, x.offer)
+	case x.unsafe != "":
+		// The script runs as a superuser resolving names there: the consumer's planted
+		// function or operator would run with the superuser's rights.
+		u.Refused = fmt.Sprintf("its update script would run as a superuser searching schema %s, where others may create objects "+
+			"(drop it to have it made again in %s)", x.unsafe, extensionSchema)
 	case x.path:
 	case x.back:
 		u.Refused = fmt.Sprintf("%s is older than the installed %s: an extension is never downgraded", x.want, x.version)
@@ -173,7 +182,15 @@ const sqlInstalled = `SELECT w.name, w.want, coalesce(e.extversion::text, ''),
   CASE WHEN e.extversion <> w.want THEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension_update_paths(w.name) p
        WHERE p.source = w.want AND p.target = e.extversion AND p.path IS NOT NULL) END,
   CASE WHEN e.extversion IS DISTINCT FROM w.want THEN (SELECT string_agg(v.version::text, ', ' ORDER BY v.version) FROM
-       pg_catalog.pg_available_extension_versions v WHERE v.name = w.name) END
+       pg_catalog.pg_available_extension_versions v WHERE v.name = w.name) END,
+  CASE WHEN e.extversion <> w.want THEN (SELECT string_agg(DISTINCT n.nspname::text, ', ') FROM pg_catalog.pg_extension r
+       JOIN pg_catalog.pg_namespace n ON n.oid = r.extnamespace
+       WHERE n.nspname NOT IN ('pg_catalog', '` + extensionSchema + `')
+         AND (r.oid = e.oid
+              OR r.oid IN (SELECT d.refobjid FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_extension'::regclass
+                           AND d.objid = e.oid AND d.refclassid = 'pg_catalog.pg_extension'::regclass)
+              OR r.extname = ANY (SELECT unnest(v.requires)::text FROM pg_catalog.pg_available_extension_versions v
+                                  WHERE v.name = w.name AND v.version = w.want))) END
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (name, want, i)
 LEFT JOIN pg_catalog.pg_extension e ON e.extname = w.name
 ORDER BY w.i`
@@ -190,11 +207,14 @@ func scanInstalled(rows pgx.Rows) ([]installed, error) {
 	var out []installed
 	var x installed
 	var known, path, back *bool
-	var offer *string
-	_, err := pgx.ForEachRow(rows, []any{&x.name, &x.want, &x.version, &known, &path, &back, &offer}, func() error {
-		x.known, x.path, x.back, x.offer = known != nil && *known, path != nil && *path, back != nil && *back, ""
+	var offer, unsafe *string
+	_, err := pgx.ForEachRow(rows, []any{&x.name, &x.want, &x.version, &known, &path, &back, &offer, &unsafe}, func() error {
+		x.known, x.path, x.back, x.offer, x.unsafe = known != nil && *known, path != nil && *path, back != nil && *back, "", ""
 		if offer != nil {
 			x.offer = *offer
+		}
+		if unsafe != nil {
+			x.unsafe = *unsafe
 		}
 		out = append(out, x)
 		return nil

@@ -43,6 +43,8 @@ func TestWhatIsDoneAboutAnInstalledExtension(t *testing.T) {
 		{installed{name: "v", version: "2", want: "1", known: true, back: true}, true, "1 is older than the installed 2: an extension is never downgraded"},
 		{installed{name: "v", version: "1", want: "2", known: true}, true, "the server has no update path from 1 to 2"},
 		{installed{name: "v", version: "1", want: "9", offer: "1, 2"}, true, "the server has no version 9 of v (it has 1, 2)"},
+		{installed{name: "v", version: "1", want: "2", known: true, path: true, unsafe: "public"}, true,
+			"its update script would run as a superuser searching schema public, where others may create objects (drop it to have it made again in extensions)"},
 		{installed{name: "v", version: "", want: "9", offer: "1, 2"}, true, "the server has no version 9 of v (it has 1, 2)"},
 	} {
 		u, due := c.x.change()

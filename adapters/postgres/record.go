@@ -163,7 +163,8 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	if err != nil {
 		return nil, b.serverError(err)
 	}
-	results.Close() // its connection back to the pool before the rewrites take one
+	results.Close()
+	conn.Release() // back to the pool before the rewrites take one (a pool may hold only one)
 	b.upgradeWithdrawn(ctx, stale)
 	return out, nil
 }

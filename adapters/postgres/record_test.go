@@ -255,3 +255,23 @@ func TestAWithdrawnConsumersRecordOfTheOldFormatIsRewritten(t *testing.T) {
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", p.As).Scan(&left))
 	is.True(!left)
 }
+
+// A withdrawn record is rewritten by a Backend whose pool holds one connection: the rewrite
+// does not wait for the connection the listing still holds.
+func TestAWithdrawnRecordIsRewrittenOnAPoolOfOne(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("old1"))
+	e.mustCreate(p)
+	is.NoErr(e.b.Remove(ctx, p.As))
+	old := `novox-provisioner {"resource":"postgres","database":"` + p.As + `","state":"withdrawn","since":"2026-11-30T08:00:00Z"}`
+	e.exec("", "COMMENT ON ROLE "+p.As+" IS '"+old+"'")
+
+	b := e.backendWith(postgres.Config{URL: e.srv.URL, MaxConnections: 1, Timeout: 3 * time.Second})
+	start := time.Now()
+	m, ok := listed(t, b, p.As)
+	is.True(ok && m.Withdrawn)
+	is.True(time.Since(start) < 3*time.Second)          // no wait for a connection it holds itself
+	is.True(strings.Contains(e.comment(p.As), `"v":1`)) // rewritten
+	is.Equal(len(e.log.said()), 0)                      // nothing said
+}
