@@ -62,8 +62,7 @@ type rollout struct {
 	waiting          map[string]bool   // due it, as last checked
 	done             map[string]bool   // hold it: made by this loop, or found so
 	canaries         []string
-	heldAt           time.Time // when every canary held it; the soak counts from here
-	open             bool      // the rest follow: it was not new, or the canaries soaked it
+	open             bool // the rest follow: Config.Canaries consumers held it for the soak
 	halted           string
 	offer            string // the backend's offer when it halted
 }
@@ -71,12 +70,17 @@ type rollout struct {
 // stager is the loop's rollouts, and what it said of each consumer's changes.
 type stager struct {
 	rollouts map[string]*rollout
-	has      map[string]bool   // keys some consumer was found holding: not new to the provider
-	said     map[string]string // by login and key: what was last said of a change not made
+	// held are, by key, the consumers this process found holding a change or made it for, and
+	// when it first did. The rest follow once Config.Canaries of them have held it for the
+	// soak, whoever made them hold it: a consumer created at the server's new default or
+	// pinned to it takes a canary's place, and after a restart the soak starts again from what
+	// the checks find, never skipped.
+	held map[string]map[string]time.Time
+	said map[string]string // by login and key: what was last said of a change not made
 }
 
 func newStager() stager {
-	return stager{rollouts: map[string]*rollout{}, has: map[string]bool{}, said: map[string]string{}}
+	return stager{rollouts: map[string]*rollout{}, held: map[string]map[string]time.Time{}, said: map[string]string{}}
 }
 
 // soak is Config.Soak with its default.
@@ -115,7 +119,7 @@ func (h *Harness) stage(checks []*item) {
 			delete(r.waiting, it.c.as)
 		}
 		for _, key := range it.checked.Has {
-			s.has[key] = true
+			s.hold(key, it.c.as, h.clock.Now())
 			if r := s.rollouts[key]; r != nil {
 				r.done[it.c.as] = true
 			}
@@ -142,7 +146,7 @@ func (h *Harness) stage(checks []*item) {
 			r := s.rollouts[u.Key]
 			if r == nil {
 				r = &rollout{key: u.Key, subject: u.Subject, to: u.To, from: map[string]string{}, waiting: map[string]bool{},
-					done: map[string]bool{}, open: s.has[u.Key]}
+					done: map[string]bool{}}
 				s.rollouts[u.Key] = r
 			}
 			r.waiting[as], r.from[as] = true, u.From
@@ -166,10 +170,10 @@ func (h *Harness) stage(checks []*item) {
 		if r.halted != "" {
 			continue
 		}
-		if !r.open && !r.heldAt.IsZero() && !now.Before(r.heldAt.Add(h.soak())) {
+		if from, seats := s.soakedFrom(key, h.canaries()); !r.open && !from.IsZero() && !now.Before(from.Add(h.soak())) {
 			r.open = true
 			h.say(slog.LevelInfo, "", "rollout of %s: the canaries (%s) held it for %s; the rest follow", r.key,
-				strings.Join(r.canaries, ", "), h.soak())
+				strings.Join(seats, ", "), h.soak())
 		}
 		for _, it := range inOrder {
 			as := it.c.as
@@ -177,7 +181,7 @@ func (h *Harness) stage(checks []*item) {
 				continue
 			}
 			if !r.open && !slices.Contains(r.canaries, as) {
-				if len(r.canaries) >= max(h.cfg.Canaries, 1) {
+				if s.seats(key, r.canaries) >= h.canaries() {
 					continue
 				}
 				r.canaries = append(r.canaries, as)
@@ -190,9 +194,68 @@ func (h *Harness) stage(checks []*item) {
 	}
 }
 
+// canaries is Config.Canaries, at least one.
+func (h *Harness) canaries() int { return max(h.cfg.Canaries, 1) }
+
+// hold notes that as holds the change key, found so or made so at now.
+func (s *stager) hold(key, as string, now time.Time) {
+	by := s.held[key]
+	if by == nil {
+		by = map[string]time.Time{}
+		s.held[key] = by
+	}
+	if _, ok := by[as]; !ok {
+		by[as] = now
+	}
+}
+
+// soakedFrom is when the soak of key counts from: when the n-th consumer to hold it did, and
+// those n; zero while fewer hold it.
+func (s *stager) soakedFrom(key string, n int) (time.Time, []string) {
+	by := s.held[key]
+	if len(by) < n {
+		return time.Time{}, nil
+	}
+	first := make([]string, 0, len(by))
+	for as := range by {
+		first = append(first, as)
+	}
+	slices.SortFunc(first, func(a, b string) int {
+		if c := by[a].Compare(by[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	first = first[:n]
+	from := by[first[n-1]]
+	slices.Sort(first)
+	return from, first
+}
+
+// seats is how many consumers hold key or are its canaries: those places are taken.
+func (s *stager) seats(key string, canaries []string) int {
+	n := len(s.held[key])
+	for _, as := range canaries {
+		if _, ok := s.held[key][as]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // pruneRollouts forgets, in each rollout, the consumers no longer listed, and the rollouts no
 // consumer is due any more.
 func (h *Harness) pruneRollouts() {
+	for key, by := range h.stages.held {
+		for as := range by {
+			if c := h.consumers.get(as); c == nil || !c.listed {
+				delete(by, as)
+			}
+		}
+		if len(by) == 0 {
+			delete(h.stages.held, key)
+		}
+	}
 	for key, r := range h.stages.rollouts {
 		for _, m := range []map[string]bool{r.waiting, r.done} {
 			for as := range m {
@@ -261,11 +324,7 @@ func (h *Harness) settleUpdates(it *item) error {
 		}
 		delete(r.waiting, c.as)
 		r.done[c.as] = true
-		h.stages.has[key] = true
-		if !r.open && r.heldAt.IsZero() && len(r.canaries) > 0 &&
-			!slices.ContainsFunc(r.canaries, func(as string) bool { return !r.done[as] }) {
-			r.heldAt = h.clock.Now()
-		}
+		h.stages.hold(key, c.as, h.clock.Now())
 		if len(r.waiting) == 0 {
 			delete(h.stages.rollouts, key) // every consumer holds it
 		}
@@ -306,8 +365,8 @@ func (h *Harness) rolloutViews() []Rollout {
 		sort.Strings(from)
 		v := Rollout{Key: r.key, Subject: r.subject, From: strings.Join(from, ", "), To: r.to, Done: len(r.done),
 			Total: len(r.done) + len(r.waiting), Canaries: slices.Clone(r.canaries), Halted: r.halted}
-		if !r.open && !r.heldAt.IsZero() {
-			v.FollowAt = r.heldAt.Add(h.soak())
+		if from, _ := h.stages.soakedFrom(key, h.canaries()); !r.open && !from.IsZero() {
+			v.FollowAt = from.Add(h.soak())
 		}
 		out = append(out, v)
 	}

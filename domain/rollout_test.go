@@ -85,15 +85,31 @@ func TestStagedUpdateGoesToTheCanaryFirstAndTheRestAfterTheSoak(t *testing.T) {
 	is.True(r.Converged())
 }
 
-func TestUpdateSomeConsumerHoldsNeedsNoCanary(t *testing.T) {
+// A consumer found holding the new version (created at the server's new default, or pinned to
+// it) takes a canary's place: nobody else is updated until it has held it for the soak. It never
+// lets the rest skip the soak, nor does a restart during the soak.
+func TestAConsumerHoldingTheChangeIsACanaryNotAWayRoundTheSoak(t *testing.T) {
 	is := is.New(t)
-	w, logins := rolloutWorld(t, 3, domain.Config{})
+	w, logins := rolloutWorld(t, 3, domain.Config{Soak: 10 * time.Minute})
 	w.backend.mu.Lock()
 	w.backend.due["c01"] = nil
 	w.backend.has = map[string][]string{"c01": {"extension vector -> 0.8.6"}} // created at 0.8.6 already
 	w.backend.mu.Unlock()
+	r := w.pass(time.Minute)
+	is.Equal(len(w.backend.updates()), 0) // c01 holds it: the canary's place is taken
+	is.Equal(r.Rollouts[0].FollowAt, w.clk.Now().Add(10*time.Minute))
+	w.pass(5 * time.Minute)
+	is.Equal(len(w.backend.updates()), 0) // still soaking
+
+	// A restart during the soak: the new process finds c01 holding it, and soaks again.
+	w.configure(domain.Config{Soak: 10 * time.Minute})
 	w.pass(time.Minute)
-	is.Equal(sorted(w.backend.updates()), []string{logins[0], logins[2]}) // not new to the provider: all follow at once
+	is.Equal(len(w.backend.updates()), 0)
+	w.pass(9 * time.Minute)
+	is.Equal(len(w.backend.updates()), 0) // 9 min since this process found it held
+	w.pass(time.Minute)
+	is.Equal(sorted(w.backend.updates()), []string{logins[0], logins[2]}) // held for the soak: the rest follow
+	is.Equal(w.log.count("rollout of extension vector -> 0.8.6: the canaries (c01) held it for 10m0s; the rest follow"), 1)
 }
 
 func TestFailedUpdateHaltsTheRolloutForEveryConsumerUntilSIGHUP(t *testing.T) {
