@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -80,7 +81,17 @@ func extensionEntry(item any) (name, version string, err error) {
 		}
 		return name, version, checkVersion(name, version)
 	}
-	return "", "", fmt.Errorf("values.extensions holds %T %v, not a name", item, item)
+	return "", "", fmt.Errorf("values.extensions holds %T %s, not a name", item, printable(item))
+}
+
+// printable is v as fmt prints it, quoted where that holds what a terminal or a line would
+// take for more than text (control characters, bidirectional marks): it comes from the file.
+func printable(v any) string {
+	s := fmt.Sprint(v)
+	if q := strconv.QuoteToASCII(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
 }
 
 // checkVersion refuses a pinned version that cannot name one of the server's: versions are

@@ -122,4 +122,6 @@ func TestExtensionsAreDeduplicatedInOrder(t *testing.T) {
 	is.Equal(len(pins), 0) // none pinned
 	_, _, err = extensionsOf(map[string]any{"extensions": []any{1.0}})
 	is.Equal(err.Error(), "values.extensions holds float64 1, not a name")
+	_, _, err = extensionsOf(map[string]any{"extensions": []any{[]any{"x\x1b[2J\u202e"}}}) // from the file: quoted
+	is.Equal(err.Error(), `values.extensions holds []interface {} "[x\x1b[2J\u202e]", not a name`)
 }
