@@ -55,6 +55,9 @@ type Config struct {
 	// AllowExts are the only extensions consumers may have (--allow-extensions); nil allows
 	// every one the server has available, empty allows none.
 	AllowExts []string
+	// AllowSettings are the only settings a consumer's entry may name (--allow-settings); nil
+	// is postgres.DefaultAllowSettings, empty allows none.
+	AllowSettings []string
 	// ConnLimit is each consumer role's CONNECTION LIMIT where its entry names none
 	// (--connection-limit); -1 (the default) for none, else positive.
 	ConnLimit int

@@ -66,6 +66,19 @@ func flags(c *Config) *flag.FlagSet {
 		}
 		return nil
 	})
+	fs.Func("allow-settings", "the only settings a consumer's entry may name (derived.settings), comma-separated (default: "+
+		strings.Join(postgres.DefaultAllowSettings, ",")+"; empty: none)", func(s string) error {
+		c.AllowSettings = []string{}
+		for _, name := range strings.Split(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if err := postgres.CheckAllowSetting(name); err != nil {
+					return err
+				}
+				c.AllowSettings = append(c.AllowSettings, name)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created, else 1")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz, /status and /metrics on this address, e.g. 127.0.0.1:9847 (default: off)")
@@ -190,7 +203,7 @@ Flags (each also read from its variable, shown in brackets; a flag beats its var
 // flagOrder is the order --help lists the flags in: what to read and where, then how often,
 // then what to do, then how to be watched. A flag left out is listed after them.
 var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "holds-timeout",
-	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "connection-limit",
+	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "allow-settings", "connection-limit",
 	"parallel", "max-connections", "once", "listen", "log-format", "log-level", "version", "help"}
 
 // placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
@@ -198,7 +211,7 @@ var flagOrder = []string{"receives", "resource", "database-url", "every", "verif
 var placeholders = map[string]string{
 	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
-	"adopt": "plain|none", "allow-extensions": "NAME,...", "connection-limit": "N", "parallel": "N",
+	"adopt": "plain|none", "allow-extensions": "NAME,...", "allow-settings": "NAME,...", "connection-limit": "N", "parallel": "N",
 	"max-connections": "N", "listen": "ADDR", "log-format": "text|json", "log-level": "LEVEL",
 }
 

@@ -32,10 +32,17 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
 		added, err := b.ensureExtensions(ctx, conn, w)
-		if (made || added) && did == ports.ActNone {
+		if err != nil {
+			return err
+		}
+		set, err := ensureSettings(ctx, conn, w)
+		if (made || added || set) && did == ports.ActNone {
 			did = ports.ActRepair
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("settings of %s in %s: %w", w.role, w.database, err)
+		}
+		return nil
 	})
 	return did, err
 }

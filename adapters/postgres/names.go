@@ -26,6 +26,8 @@ type wanted struct {
 	database   string
 	extensions []string
 	derived    map[string]any
+	// settings are derived.settings, each on the allow-list (settings.go).
+	settings []setting
 	// limit is the role's CONNECTION LIMIT: derived.connection_limit, else the Backend's.
 	limit int
 }
@@ -51,7 +53,11 @@ func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	return wanted{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit}, nil
+	settings, err := b.settingsOf(p.Derived)
+	if err != nil {
+		return wanted{}, invalid(err)
+	}
+	return wanted{role: p.As, database: db, extensions: exts, derived: p.Derived, limit: limit, settings: settings}, nil
 }
 
 // databaseOf names the consumer's database: derived.database wins over values.name; where
