@@ -122,6 +122,7 @@ type Harness struct {
 	peak      peaks  // the most consumers managed within the last hour
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
+	doing    progress     // where the pass under way stands (progress.go)
 	copyBuf  [64 << 10]byte
 }
 

@@ -15,7 +15,7 @@ import (
 // and the one that timed out (once), are asked on the next pass, which starts where this one
 // stopped, so that a timeout never leaves the consumers after it unchecked for good.
 func (h *Harness) run(ctx context.Context, items []*item) {
-	h.creates(ctx, items, func(it *item) bool { return it.act == create })
+	h.creates(ctx, items, "creating", func(it *item) bool { return it.act == create })
 
 	var checks []*item
 	for _, it := range items {
@@ -33,9 +33,11 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	for i, it := range checks {
 		ps[i] = it.p
 	}
+	h.phase("checking", len(ps))
 	start := h.clock.Now()
 	answers := h.backend.HoldsAll(ctx, ps, h.cfg.HoldsTimeout)
 	h.step()
+	h.returned(len(ps), nil)
 	h.debug("", "checks: %d consumers asked in one batch in %s", len(ps), h.clock.Now().Sub(start))
 	h.resume = 0
 	stopped := false
@@ -64,19 +66,19 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 			c.isUnasked, c.unasked = true, 1 // asked once more; a check that keeps timing out waits for the next round
 		}
 	}
-	h.creates(ctx, items, func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
+	h.creates(ctx, items, "applying again", func(it *item) bool { return it.asked && it.checked.Err == nil && !it.checked.Held })
 }
 
-// creates calls Create for each item that which picks.
-func (h *Harness) creates(ctx context.Context, items []*item, which func(*item) bool) {
-	h.call(ctx, items, which, func(it *item) {
+// creates calls Create for each item that which picks, doing what Progress says.
+func (h *Harness) creates(ctx context.Context, items []*item, doing string, which func(*item) bool) {
+	h.call(ctx, items, doing, which, func(it *item) {
 		it.did, it.err = h.backend.Create(ctx, it.p)
 	})
 }
 
 // removals calls Remove or Drop for each leaving consumer.
 func (h *Harness) removals(ctx context.Context, leaving []*item) {
-	h.call(ctx, leaving, func(*item) bool { return true }, func(it *item) {
+	h.call(ctx, leaving, "withdrawing", func(*item) bool { return true }, func(it *item) {
 		if it.act == drop {
 			it.err = h.backend.Drop(ctx, it.c.as)
 		} else {
@@ -86,14 +88,18 @@ func (h *Harness) removals(ctx context.Context, leaving []*item) {
 }
 
 // call is the pass's one runner: fn (a backend call) for each item that which picks, at most
-// Config.Parallel at once, returning when all have. What a stop (ctx ending) finds not started
-// is left as it is, and not said.
-func (h *Harness) call(ctx context.Context, items []*item, which func(*item) bool, fn func(*item)) {
+// Config.Parallel at once, returning when all have; Progress says it does doing, and counts
+// each call as it returns. What a stop (ctx ending) finds not started is left as it is, and not
+// said.
+func (h *Harness) call(ctx context.Context, items []*item, doing string, which func(*item) bool, fn func(*item)) {
 	var picked []*item
 	for _, it := range items {
 		if which(it) {
 			picked = append(picked, it)
 		}
+	}
+	if len(picked) > 0 {
+		h.phase(doing, len(picked))
 	}
 	one := func(it *item) {
 		if ctx.Err() != nil {
@@ -103,6 +109,7 @@ func (h *Harness) call(ctx context.Context, items []*item, which func(*item) boo
 		start := h.clock.Now()
 		fn(it)
 		h.step()
+		h.returned(1, it)
 		outcome := "done"
 		if it.err != nil {
 			outcome = "failed"
