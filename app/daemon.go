@@ -70,13 +70,16 @@ type daemon struct {
 	// empty when ready (ready.go).
 	last atomic.Pointer[domain.Report]
 	why  atomic.Pointer[string]
-	// usage is the last read of the consumers' usage, nil before the first (usage.go).
-	usage atomic.Pointer[usage]
+	// usage is the last read of the consumers' usage, nil before the first; readNow hands a
+	// read the consumers to read (usage.go).
+	usage   atomic.Pointer[usage]
+	readNow chan []domain.Status
 }
 
 // newDaemon is a daemon not yet run, not ready until its first pass.
 func newDaemon(cfg Config, l loop, s server, lease leadership, log ports.Logger, notify *notifier) *daemon {
-	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify}
+	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify,
+		readNow: make(chan []domain.Status, 1)}
 	if cfg.MetricsPerConsumer {
 		d.metrics.PerConsumer(cfg.Resource)
 	}
@@ -128,7 +131,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}()
 	go d.watchdog(ctx)
 	go d.watchPasses(ctx)
-	if u, ok := d.server.(usageReader); ok {
+	if u, ok := d.server.(usageReader); ok && d.cfg.UsageEvery > 0 {
 		go d.readUsage(ctx, u)
 	}
 

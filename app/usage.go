@@ -21,10 +21,11 @@ type usageReader interface {
 
 var _ usageReader = (*postgres.Backend)(nil)
 
-// usage is the last read of every listed consumer's usage.
+// usage is the last read of every listed consumer's usage: when it was made (at), and when a
+// read was last tried, which may have failed.
 type usage struct {
-	at time.Time
-	by map[string]postgres.Usage
+	at, tried time.Time
+	by        map[string]postgres.Usage
 }
 
 // usageDoc is one consumer's usage in /status, as last read.
@@ -37,7 +38,7 @@ type usageDoc struct {
 // usageOf is the usage of each of the listed consumers, by login, as last read; nil before a read.
 func (d *daemon) usageOf(status []domain.Status) map[string]usageDoc {
 	u := d.usage.Load()
-	if u == nil {
+	if u == nil || u.by == nil {
 		return nil
 	}
 	out := make(map[string]usageDoc, len(status))
@@ -49,29 +50,35 @@ func (d *daemon) usageOf(status []domain.Status) map[string]usageDoc {
 	return out
 }
 
-// readUsage reads every listed consumer's usage every --usage-every, the first once a pass has
-// listed them, until ctx ends. A read that fails is said once until one succeeds again: the
-// last read stays what /status shows.
-func (d *daemon) readUsage(ctx context.Context, from usageReader) {
-	if d.cfg.UsageEvery <= 0 || from == nil {
+// usageDue pokes readUsage after a pass that found the server usable and acted, where a read
+// is due: reads follow a pass so that they ask only a server a pass just used (never a standby,
+// never one down, which the pass says once), and none is made while it is not.
+func (d *daemon) usageDue(r domain.Report) {
+	if d.cfg.UsageEvery <= 0 || r.ServerProblem != "" || r.Standby || r.Status == nil {
 		return
 	}
-	wait := time.Second // until a pass has listed the consumers
+	if u := d.usage.Load(); u != nil && time.Since(u.tried) < d.cfg.UsageEvery {
+		return
+	}
+	select {
+	case d.readNow <- r.Status:
+	default: // a read under way
+	}
+}
+
+// readUsage reads the usage of the consumers each poke lists, until ctx ends. A read that fails
+// is said once until one succeeds again: the last read stays what /status shows.
+func (d *daemon) readUsage(ctx context.Context, from usageReader) {
 	failing := ""
 	for {
+		var status []domain.Status
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case status = <-d.readNow:
 		}
-		r := d.last.Load()
-		if r == nil || r.Status == nil || r.Standby {
-			wait = time.Second
-			continue
-		}
-		wait = d.cfg.UsageEvery
-		logins := make([]string, len(r.Status))
-		for i, s := range r.Status {
+		logins := make([]string, len(status))
+		for i, s := range status {
 			logins[i] = s.As
 		}
 		rctx, cancel := context.WithTimeout(ctx, d.cfg.HoldsTimeout)
@@ -83,10 +90,17 @@ func (d *daemon) readUsage(ctx context.Context, from usageReader) {
 				d.log.Log(ports.Entry{Level: slog.LevelWarn, Message: fmt.Sprintf("could not read the consumers' usage: %s; "+
 					"/status shows the last read", text)})
 			}
+			last := usage{}
+			if u := d.usage.Load(); u != nil {
+				last = *u
+			}
+			last.tried = time.Now() // the next read is due in --usage-every
+			d.usage.Store(&last)
 			continue
 		}
 		failing = ""
-		d.usage.Store(&usage{at: time.Now(), by: by})
+		now := time.Now()
+		d.usage.Store(&usage{at: now, tried: now, by: by})
 		d.metrics.Usage(by)
 	}
 }
