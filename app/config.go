@@ -64,6 +64,9 @@ type Config struct {
 	// Soak is how long the canaries hold it before the rest follow (--extension-soak,
 	// domain.DefaultSoak); zero lets the rest follow at once.
 	Soak time.Duration
+	// AllowSettings are the only settings a consumer's entry may name (--allow-settings); nil
+	// is postgres.DefaultAllowSettings, empty allows none.
+	AllowSettings []string
 	// ConnLimit is each consumer role's CONNECTION LIMIT where its entry names none
 	// (--connection-limit); -1 (the default) for none, else positive.
 	ConnLimit int
@@ -72,6 +75,13 @@ type Config struct {
 	// Listen is the address /healthz, /readyz, /status and /metrics are served on
 	// (--listen); empty serves nothing.
 	Listen string
+	// ProgressEvery is how often a line says where a long pass stands (--progress-every, 30s).
+	ProgressEvery time.Duration
+	// UsageEvery is how often each consumer's usage is read (--usage-every, 5m); zero never.
+	UsageEvery time.Duration
+	// MetricsPerConsumer adds each consumer's usage to /metrics, a series per consumer
+	// (--metrics-per-consumer).
+	MetricsPerConsumer bool
 	// LogFormat is logger.Text (the default) or logger.JSON (--log-format).
 	LogFormat string
 	// LogLevel is the quietest line said (--log-level, info).
@@ -115,6 +125,10 @@ func (c Config) validate() error {
 		// A mass withdrawal is held six times the settle: below a second it would be said
 		// held and done within one pass, and a writer has no time to finish a rewrite.
 		return fmt.Errorf("--withdraw-settle %s: want at least 1s", c.Settle)
+	case c.ProgressEvery < time.Second:
+		return fmt.Errorf("--progress-every %s: want at least 1s", c.ProgressEvery)
+	case c.UsageEvery < 0 || c.UsageEvery > 0 && c.UsageEvery < time.Second:
+		return fmt.Errorf("--usage-every %s: want at least 1s, or 0 for never", c.UsageEvery)
 	case c.LogFormat != logger.Text && c.LogFormat != logger.JSON:
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}

@@ -25,6 +25,8 @@ type loop interface {
 	RetryNow()
 	// LastProgress is when the loop last got on.
 	LastProgress() time.Time
+	// Progress is where the pass under way stands (any goroutine may ask).
+	Progress() domain.Progress
 }
 
 // server is what the daemon asks of the backend besides what the loop does with it, to say
@@ -68,11 +70,19 @@ type daemon struct {
 	// empty when ready (ready.go).
 	last atomic.Pointer[domain.Report]
 	why  atomic.Pointer[string]
+	// usage is the last read of the consumers' usage, nil before the first; readNow hands a
+	// read the consumers to read (usage.go).
+	usage   atomic.Pointer[usage]
+	readNow chan []domain.Status
 }
 
 // newDaemon is a daemon not yet run, not ready until its first pass.
 func newDaemon(cfg Config, l loop, s server, lease leadership, log ports.Logger, notify *notifier) *daemon {
-	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify}
+	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify,
+		readNow: make(chan []domain.Status, 1)}
+	if cfg.MetricsPerConsumer {
+		d.metrics.PerConsumer(cfg.Resource)
+	}
 	d.setWhy("no pass has run yet")
 	return d
 }
@@ -120,6 +130,10 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 	}()
 	go d.watchdog(ctx)
+	go d.watchPasses(ctx)
+	if u, ok := d.server.(usageReader); ok && d.cfg.UsageEvery > 0 {
+		go d.readUsage(ctx, u)
+	}
 
 	d.log.Log(ports.Entry{Level: slog.LevelInfo, Message: fmt.Sprintf("starting: %s, reading %s every %s, verifying every %s, on withdraw %s",
 		d.server.Server(), d.cfg.Receives, d.cfg.Every, d.cfg.VerifyEvery, d.cfg.OnWithdraw)})

@@ -77,9 +77,25 @@ func flags(c *Config) *flag.FlagSet {
 	})
 	fs.IntVar(&c.Canaries, "extension-canaries", 1, "how many consumers take an extension version no consumer has yet, before the rest")
 	durationVar(fs, &c.Soak, "extension-soak", domain.DefaultSoak, "how long the canaries hold a new extension version before the rest follow")
+	fs.Func("allow-settings", "the only settings a consumer's entry may name (derived.settings), comma-separated (default: "+
+		strings.Join(postgres.DefaultAllowSettings, ",")+"; empty: none)", func(s string) error {
+		c.AllowSettings = []string{}
+		for _, name := range strings.Split(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if err := postgres.CheckAllowSetting(name); err != nil {
+					return err
+				}
+				c.AllowSettings = append(c.AllowSettings, name)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created, else 1")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz, /status and /metrics on this address, e.g. 127.0.0.1:9847 (default: off)")
+	fs.DurationVar(&c.ProgressEvery, "progress-every", 30*time.Second, "how often a line says where a pass that runs long stands")
+	fs.DurationVar(&c.UsageEvery, "usage-every", 5*time.Minute, "how often each consumer's database size and connections are read, in one query (0: never)")
+	fs.BoolVar(&c.MetricsPerConsumer, "metrics-per-consumer", false, "each consumer's database size and connections on /metrics: a series per consumer")
 	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text: one line per event on stderr, as alerts match them; json: the same as JSON objects")
 	c.LogLevel = slog.LevelInfo
 	fs.Func("log-level", "the quietest lines said: debug, info (default), warn or error", func(s string) error {
@@ -202,16 +218,17 @@ Flags (each also read from its variable, shown in brackets; a flag beats its var
 // then what to do, then how to be watched. A flag left out is listed after them.
 var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "holds-timeout",
 	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "extension-updates", "extension-canaries", "extension-soak",
-	"connection-limit", "parallel", "max-connections", "once", "listen", "log-format", "log-level", "version", "help"}
+	"allow-settings", "connection-limit", "parallel", "max-connections", "once", "listen", "progress-every", "usage-every",
+	"metrics-per-consumer", "log-format", "log-level", "version", "help"}
 
 // placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
 // one is a switch.
 var placeholders = map[string]string{
 	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
-	"adopt": "plain|none", "allow-extensions": "NAME,...", "connection-limit": "N",
+	"adopt": "plain|none", "allow-extensions": "NAME,...", "allow-settings": "NAME,...", "connection-limit": "N",
 	"extension-updates": "staged|off", "extension-canaries": "N", "extension-soak": "DURATION", "parallel": "N",
-	"max-connections": "N", "listen": "ADDR", "log-format": "text|json", "log-level": "LEVEL",
+	"max-connections": "N", "listen": "ADDR", "progress-every": "DURATION", "usage-every": "DURATION", "log-format": "text|json", "log-level": "LEVEL",
 }
 
 func writeUsage(w io.Writer) {

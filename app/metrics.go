@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,6 +30,16 @@ type Metrics struct {
 	mode               *prometheus.GaugeVec
 	halted             prometheus.Gauge
 	rollout            *prometheus.GaugeVec
+
+	// counted is what the counters already hold of the pass under way, by Progress, so that
+	// Observe adds only the rest.
+	// per is each consumer's usage, where asked for (usage.go).
+	per *perConsumer
+
+	// observed is the last pass Observe counted, whose Progress adds nothing more.
+	mu       sync.Mutex
+	counted  domain.Progress
+	observed int64
 }
 
 // NewMetrics returns Metrics for the given resource, with Go and process metrics beside them.
@@ -90,14 +101,48 @@ func NewMetrics(resource string) *Metrics {
 	return m
 }
 
-// Observe counts one pass, and whether the server answered after it.
+// Progress moves the counters by the calls of the pass under way that returned since it was
+// last given: they move as calls return, not only when the pass settles.
+func (m *Metrics) Progress(p domain.Progress) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.Pass == m.observed && p.Pass != 0 {
+		return // settled and counted
+	}
+	if p.Pass != m.counted.Pass {
+		m.counted = domain.Progress{Pass: p.Pass}
+	}
+	c := &m.counted
+	for _, x := range []struct {
+		counter    prometheus.Counter
+		now, known *int
+	}{{m.creates, &p.Created, &c.Created}, {m.reapplies, &p.Reapplied, &c.Reapplied}, {m.withdrawals, &p.Withdrawn, &c.Withdrawn},
+		{m.drops, &p.Dropped, &c.Dropped}, {m.failures, &p.Failures, &c.Failures}} {
+		if *x.now > *x.known {
+			x.counter.Add(float64(*x.now - *x.known))
+			*x.known = *x.now
+		}
+	}
+}
+
+// Observe counts one pass (what Progress did not already count of it), and whether the server
+// answered after it.
 func (m *Metrics) Observe(r domain.Report, reached bool) {
 	m.passes.Inc()
-	m.creates.Add(float64(r.Created))
-	m.reapplies.Add(float64(r.Reapplied))
-	m.withdrawals.Add(float64(r.Withdrawn))
-	m.drops.Add(float64(r.Dropped))
-	m.failures.Add(float64(r.Failures))
+	m.mu.Lock()
+	c := &m.counted
+	for _, x := range []struct {
+		counter prometheus.Counter
+		settled int
+		known   *int
+	}{{m.creates, r.Created, &c.Created}, {m.reapplies, r.Reapplied, &c.Reapplied}, {m.withdrawals, r.Withdrawn, &c.Withdrawn},
+		{m.drops, r.Dropped, &c.Dropped}, {m.failures, r.Failures, &c.Failures}} {
+		if x.settled > *x.known {
+			x.counter.Add(float64(x.settled - *x.known))
+		}
+	}
+	m.observed, m.counted = c.Pass, domain.Progress{}
+	m.mu.Unlock()
 	m.unchecked.Add(float64(r.CheckErrors)) // checks not made move nothing
 	m.duration.Observe(r.Took.Seconds())
 	m.readable.Set(boolean(r.FileRead))

@@ -35,7 +35,9 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	}
 	d.metrics.leader.Set(boolean(d.lease.Leader()))
 	d.metrics.Mode(string(d.server.Mode()))
+	d.metrics.Progress(d.loop.Progress()) // the pass just ended: what its calls counted, before what settled
 	d.metrics.Observe(r, reached)
+	d.usageDue(r)
 }
 
 // setWhy records why the daemon is not ready; "" makes it ready.

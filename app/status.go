@@ -1,6 +1,10 @@
 package app
 
-import "github.com/novox/postgres-provider/domain"
+import (
+	"time"
+
+	"github.com/novox/postgres-provider/domain"
+)
 
 // statusDoc is what GET /status answers, and what `provisioner status` reads. Times are RFC
 // 3339; durations are numbers of seconds, named with their unit, as Prometheus has them.
@@ -16,8 +20,13 @@ type statusDoc struct {
 	// LastPass is the last pass, nil before the first.
 	LastPass      *passDoc `json:"last_pass,omitempty"`
 	ServerProblem string   `json:"server_problem,omitempty"`
+	// Pass is where the pass under way stands, once it has run for a few seconds (progress.go).
+	Pass *progressDoc `json:"pass,omitempty"`
 	// Consumers is every consumer the file lists, in its order.
 	Consumers []domain.Status `json:"consumers"`
+	// Usage is each listed consumer's usage as last read (--usage-every), by login; a consumer
+	// not read yet (or without a role) has none.
+	Usage map[string]usageDoc `json:"usage,omitempty"`
 	// Leaving is every consumer the record holds that the file no longer lists: waiting for
 	// the file to settle, held as part of a mass withdrawal, or withdrawn with its data kept
 	// (and, with --on-withdraw drop, when it is dropped).
@@ -45,6 +54,7 @@ func (d *daemon) status() statusDoc {
 	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.server.Mode()),
 		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{},
 		Rollouts: []domain.Rollout{}}
+	doc.Pass = progressOf(d.loop.Progress(), time.Now())
 	if r := d.last.Load(); r != nil {
 		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
 			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
@@ -54,6 +64,7 @@ func (d *daemon) status() statusDoc {
 		}
 		if r.Status != nil {
 			doc.Consumers = r.Status
+			doc.Usage = d.usageOf(r.Status)
 		}
 		if r.Leaving != nil {
 			doc.Leaving = r.Leaving

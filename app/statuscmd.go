@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -95,6 +96,9 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	if doc.ServerProblem != "" {
 		fmt.Fprintf(w, "server: %s\n", e(doc.ServerProblem))
 	}
+	if p := doc.Pass; p != nil {
+		fmt.Fprintf(w, "pass under way for %s: %s\n", time.Duration(p.RunningSeconds*float64(time.Second)), e(p.Text))
+	}
 	if p := doc.LastPass; p != nil && p.MassWithdrawal {
 		fmt.Fprintf(w, "withdrawal held: the file no longer lists %d consumers, more than half of those managed; "+
 			"they are withdrawn once it has stayed unchanged, so put it right now if that is not meant\n", p.WithdrawalsHeld)
@@ -109,13 +113,27 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 		return "in " + t.Sub(now).Round(time.Second).String()
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\tDRIFT / LAST ERROR")
+	// SIZE and CONNS once usage was read (--usage-every): before, the table is as it was.
+	usage := func(string) string { return "" }
+	header := "CONSUMER\tSTATE\tSINCE\tCHECKED\tNEXT CHECK\t"
+	if doc.Usage != nil {
+		header += "SIZE\tCONNS\t"
+		usage = func(as string) string {
+			u, ok := doc.Usage[as]
+			if !ok {
+				return "-\t-\t"
+			}
+			return bytesText(u.DatabaseBytes) + "\t" + strconv.Itoa(u.Connections) + "\t"
+		}
+	}
+	fmt.Fprintln(tw, header+"DRIFT / LAST ERROR")
 	for _, c := range doc.Consumers {
 		note := strings.Join(slices.Concat(c.Drift, c.Updates, c.Kept), ", ")
 		if c.LastError != "" {
 			note = strings.TrimSpace(note + " " + c.LastError)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(c.As), e(string(c.State)), ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck), e(orDash(note)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", e(c.As), e(string(c.State)), ago(c.Since), ago(c.CheckedAt), ago(c.NextCheck),
+			usage(c.As), e(orDash(note)))
 	}
 	tw.Flush()
 	writeRollouts(w, doc.Rollouts, ago)
@@ -129,6 +147,19 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e(l.As), e(string(l.State)), ago(l.Since), ago(l.WithdrawAt), ago(l.DropAt), e(orDash(l.LastError)))
 	}
 	tw.Flush()
+}
+
+// bytesText is n bytes as a person reads a size: 7.6 MB, 1.2 GB (powers of 1,000).
+func bytesText(n int64) string {
+	const units = "kMGTPE"
+	if n < 1000 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	f, i := float64(n)/1000, 0
+	for f >= 1000 && i < len(units)-1 {
+		f, i = f/1000, i+1
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[i:i+1] + "B"
 }
 
 // orDash is s, or "-" for an empty cell.

@@ -12,7 +12,8 @@ import (
 // refuses writes) the plan's.
 func backendOf(cfg Config, log ports.Logger, readOnly bool) (*postgres.Backend, error) {
 	return postgres.New(postgres.Config{URL: cfg.DatabaseURL, Database: cfg.ProviderDB, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
-		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, ConnectionLimit: cfg.ConnLimit, ReadOnly: readOnly})
+		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, AllowSettings: cfg.AllowSettings,
+		ConnectionLimit: cfg.ConnLimit, ReadOnly: readOnly})
 }
 
 // loopConfig is the reconcile loop's configuration from cfg: the daemon's, and the plan's.

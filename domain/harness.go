@@ -135,6 +135,7 @@ type Harness struct {
 	stages    stager // the staged changes' rollouts
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
+	doing    progress     // where the pass under way stands (progress.go)
 	copyBuf  [64 << 10]byte
 }
 

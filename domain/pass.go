@@ -21,6 +21,8 @@ import (
 // Reconcile is one pass. One consumer's failure never stops the others'.
 func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	h.step()
+	h.begin()
+	defer h.end()
 	if h.retry.Swap(false) {
 		for _, c := range h.consumers.by {
 			c.refusal = nil

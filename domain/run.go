@@ -19,7 +19,7 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 		it.updates, it.p.Updates = nil, nil
 	}
 	h.refuseClashes(items)
-	h.creates(ctx, items, func(it *item) bool { return it.act == create && !it.called })
+	h.creates(ctx, items, "creating", func(it *item) bool { return it.act == create && !it.called })
 
 	var checks []*item
 	for _, it := range items {
@@ -37,9 +37,11 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	for i, it := range checks {
 		ps[i] = it.p
 	}
+	h.phase("checking", len(ps))
 	start := h.clock.Now()
 	answers := h.backend.HoldsAll(ctx, ps, h.cfg.HoldsTimeout)
 	h.step()
+	h.returned(len(ps), nil)
 	h.debug("", "checks: %d consumers asked in one batch in %s", len(ps), h.clock.Now().Sub(start))
 	h.resume = 0
 	stopped := false
@@ -69,7 +71,7 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 		}
 	}
 	h.stage(checks)
-	h.creates(ctx, items, func(it *item) bool {
+	h.creates(ctx, items, "applying again", func(it *item) bool {
 		return it.asked && it.checked.Err == nil && (!it.checked.Held || len(it.updates) > 0)
 	})
 }
@@ -108,16 +110,16 @@ func (h *Harness) refuseClashes(items []*item) {
 	}
 }
 
-// creates calls Create for each item that which picks.
-func (h *Harness) creates(ctx context.Context, items []*item, which func(*item) bool) {
-	h.call(ctx, items, which, func(it *item) {
+// creates calls Create for each item that which picks, doing what Progress says.
+func (h *Harness) creates(ctx context.Context, items []*item, doing string, which func(*item) bool) {
+	h.call(ctx, items, doing, which, func(it *item) {
 		it.did, it.err = h.backend.Create(ctx, it.p)
 	})
 }
 
 // removals calls Remove or Drop for each leaving consumer.
 func (h *Harness) removals(ctx context.Context, leaving []*item) {
-	h.call(ctx, leaving, func(*item) bool { return true }, func(it *item) {
+	h.call(ctx, leaving, "withdrawing", func(*item) bool { return true }, func(it *item) {
 		if it.act == drop {
 			it.err = h.backend.Drop(ctx, it.c.as)
 		} else {
@@ -127,14 +129,18 @@ func (h *Harness) removals(ctx context.Context, leaving []*item) {
 }
 
 // call is the pass's one runner: fn (a backend call) for each item that which picks, at most
-// Config.Parallel at once, returning when all have. What a stop (ctx ending) finds not started
-// is left as it is, and not said.
-func (h *Harness) call(ctx context.Context, items []*item, which func(*item) bool, fn func(*item)) {
+// Config.Parallel at once, returning when all have; Progress says it does doing, and counts
+// each call as it returns. What a stop (ctx ending) finds not started is left as it is, and not
+// said.
+func (h *Harness) call(ctx context.Context, items []*item, doing string, which func(*item) bool, fn func(*item)) {
 	var picked []*item
 	for _, it := range items {
 		if which(it) {
 			picked = append(picked, it)
 		}
+	}
+	if len(picked) > 0 {
+		h.phase(doing, len(picked))
 	}
 	one := func(it *item) {
 		if ctx.Err() != nil {
@@ -144,6 +150,7 @@ func (h *Harness) call(ctx context.Context, items []*item, which func(*item) boo
 		start := h.clock.Now()
 		fn(it)
 		h.step()
+		h.returned(1, it)
 		outcome := "done"
 		if it.err != nil {
 			outcome = "failed"

@@ -58,6 +58,9 @@ type Config struct {
 	// AllowExtensions are the extensions consumers may have; nil lets them have every one the
 	// server has available. One not allowed is said and skipped, like one not available.
 	AllowExtensions []string
+	// AllowSettings are the settings a consumer's entry may name (derived.settings); nil is
+	// DefaultAllowSettings, empty allows none. Each must pass CheckAllowSetting.
+	AllowSettings []string
 	// ConnectionLimit is each role's CONNECTION LIMIT where derived names none; zero means
 	// none (-1), as does -1.
 	ConnectionLimit int
@@ -114,6 +117,9 @@ type Backend struct {
 	lockWait    time.Duration
 	allowed     []string // nil: every available extension
 	limit       int
+
+	// allowedSettings are the settings a consumer's entry may name (Config.AllowSettings).
+	allowedSettings []string
 	// said remembers what was said once per consumer and extension (skipped, left in
 	// public), so that it is said again only when it changes.
 	said saidOnce
@@ -199,6 +205,14 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.AllowSettings == nil {
+		cfg.AllowSettings = DefaultAllowSettings
+	}
+	for _, name := range cfg.AllowSettings {
+		if err := CheckAllowSetting(name); err != nil {
+			return nil, fmt.Errorf("allow settings: %w", err)
+		}
+	}
 	var b *Backend
 	// Every connection, pooled or not (the lease's, a consumer's database's), copies this: the
 	// server's version is read as it lets the provider in, an older one than OldestMajor
@@ -221,7 +235,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
-		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
+		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, home: cfg.Database, server: serverName(cc), hosts: len(hostsOf(cc)) > 1, readOnly: cfg.ReadOnly}
 	if named != "" && named != cfg.Database {
 		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+

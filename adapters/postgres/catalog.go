@@ -23,6 +23,8 @@ type facts struct {
 	searchPath        bool     // the role's search_path in the database is the provider's
 	verifies          bool     // the stored password was made from the minted one
 	available         []string // the extensions it names that the server has
+	setconfig         []string // the role's settings in the database ("name=value")
+	wantSettings      []setting
 }
 
 // catalogWithin is catalog on a connection of the pool, within each from when it has one.
@@ -58,7 +60,8 @@ SELECT r.oid IS NOT NULL, d.oid IS NOT NULL,
        coalesce(pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE'), false),
        coalesce(d.datallowconn, false), coalesce(d.datistemplate, false),
        coalesce((SELECT 'search_path=' || $3 = ANY(s.setconfig) FROM pg_catalog.pg_db_role_setting s
-                 WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false)
+                 WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false),
+       coalesce((SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = d.oid), '{}')
 FROM w
 LEFT JOIN `+relation+` r ON r.rolname = w.role
 LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
@@ -77,7 +80,8 @@ ORDER BY w.i`, roles, databases, searchPath)
 	var f facts
 	_, err = pgx.ForEachRow(rows, []any{&f.role, &f.database, &f.login, &f.attributes, &f.forever, &f.expired,
 		&f.memberOf, &f.grantedTo, &f.stored, &f.comment,
-		&f.limit, &f.owner, &f.open, &f.provides, &f.allowed, &f.template, &f.searchPath}, func() error {
+		&f.limit, &f.owner, &f.open, &f.provides, &f.allowed, &f.template, &f.searchPath,
+		&f.setconfig}, func() error {
 		out = append(out, f)
 		return nil
 	})

@@ -77,6 +77,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 			}
 		}
 		f.wantLimit = wants[i].limit
+		f.wantSettings = wants[i].settings
 		facts[k] = f
 		if drift := b.drift(wants[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
@@ -194,7 +195,7 @@ func (b *Backend) drift(role string, f facts) []string {
 	if f.template {
 		d = append(d, "a template")
 	}
-	return d
+	return append(d, settingsDrift(f.wantSettings, f.setconfig)...)
 }
 
 // inDatabase is what the check finds inside the consumer's database: the provider's schema

@@ -5,6 +5,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,11 +39,22 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
-		added, err := b.ensureExtensions(ctx, conn, w, p.Updates)
-		if (made || added) && did == ports.ActNone {
+		added, extErr := b.ensureExtensions(ctx, conn, w, p.Updates)
+		var failed *ports.UpdateFailed
+		if extErr != nil && !errors.As(extErr, &failed) { // a failed update's script: the rest of the create stands
+			if (made || added) && did == ports.ActNone {
+				did = ports.ActRepair
+			}
+			return extErr
+		}
+		set, err := ensureSettings(ctx, conn, w)
+		if (made || added || set) && did == ports.ActNone {
 			did = ports.ActRepair
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("settings of %s in %s: %w", w.role, w.database, err)
+		}
+		return extErr
 	})
 	return did, err
 }

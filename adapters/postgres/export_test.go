@@ -26,3 +26,6 @@ func (b *Backend) TakeSlots() (release func()) {
 		}
 	}
 }
+
+// UsageQuery is the query Usage sends, for a benchmark to have the server explain.
+const UsageQuery = usageQuery

@@ -29,6 +29,8 @@ type wanted struct {
 	// the server's default version.
 	pins    map[string]string
 	derived map[string]any
+	// settings are derived.settings, each on the allow-list (settings.go).
+	settings []setting
 	// limit is the role's CONNECTION LIMIT: derived.connection_limit, else the Backend's.
 	limit int
 }
@@ -54,7 +56,11 @@ func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	return wanted{role: p.As, database: db, extensions: exts, pins: pins, derived: p.Derived, limit: limit}, nil
+	settings, err := b.settingsOf(p.Derived)
+	if err != nil {
+		return wanted{}, invalid(err)
+	}
+	return wanted{role: p.As, database: db, extensions: exts, pins: pins, derived: p.Derived, limit: limit, settings: settings}, nil
 }
 
 // databaseOf names the consumer's database: derived.database wins over values.name; where

@@ -1,0 +1,222 @@
+// A consumer's settings: derived.settings, set for its role in its database (ALTER ROLE ... IN
+// DATABASE ... SET), checked with the rest of what is held, limited to an allow-list.
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultAllowSettings is Config.AllowSettings' default: per-session limits, which bound what a
+// consumer's sessions may take of a shared server and which (but temp_file_limit, a bound only
+// a superuser may lift) a consumer could set for itself.
+var DefaultAllowSettings = []string{
+	"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout",
+	"transaction_timeout", "work_mem", "maintenance_work_mem", "temp_buffers", "hash_mem_multiplier",
+	"temp_file_limit", "max_parallel_workers_per_gather", "max_parallel_maintenance_workers",
+}
+
+// superuserLimits are the settings only a superuser may set that are allowed all the same: they
+// only bound what a consumer may use.
+var superuserLimits = []string{"temp_file_limit"}
+
+// settingName is what a setting's name must look like: PostgreSQL's own parameters, lower case.
+// It keeps out every custom (dotted) parameter and anything that would need quoting.
+var settingName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+// CheckAllowSetting refuses a name --allow-settings may never hold: one that is not a
+// parameter's name, one the provider sets itself (search_path), or one that loads code, reaches
+// the server's log or files, or changes who a session is (session_preload_libraries, log_*,
+// role, ...). The server is asked the rest when a consumer names it (ensureSettings).
+func CheckAllowSetting(name string) error {
+	if !settingName.MatchString(name) {
+		return fmt.Errorf("setting %q: not a parameter's name (lower-case letters, digits and _)", name)
+	}
+	for _, never := range []string{"search_path", "role", "session_authorization", "session_replication_role",
+		"session_preload_libraries", "local_preload_libraries", "shared_preload_libraries", "dynamic_library_path",
+		"jit_provider", "zero_damaged_pages", "allow_system_table_mods", "lc_messages", "default_tablespace",
+		"temp_tablespaces"} {
+		if name == never {
+			return fmt.Errorf("setting %s: never set for a consumer (it is the provider's, or only a superuser may set it)", name)
+		}
+	}
+	for _, prefix := range []string{"log_", "debug_", "trace_", "ignore_", "wal_"} {
+		if strings.HasPrefix(name, prefix) {
+			return fmt.Errorf("setting %s: never set for a consumer (%s* settings are a superuser's)", name, prefix)
+		}
+	}
+	return nil
+}
+
+// setting is one of a consumer's settings: its value as the server stores it ("30s"), or none
+// where derived.settings names it null, which resets it.
+type setting struct {
+	name  string
+	value *string
+}
+
+// settingsOf reads derived.settings: an object of names on the allow-list to strings, numbers,
+// true/false, or null (reset). Its errors say which name and why.
+func (b *Backend) settingsOf(derived map[string]any) ([]setting, error) {
+	v, ok := derived["settings"]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	m, isObject := v.(map[string]any)
+	if !isObject {
+		return nil, fmt.Errorf("derived.settings is %T, not an object of settings", v)
+	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names) // one order, whatever the map's: the same statements and drift every time
+	out := make([]setting, 0, len(m))
+	for _, name := range names {
+		if err := CheckAllowSetting(name); err != nil {
+			return nil, fmt.Errorf("derived.settings: %w", err)
+		}
+		if !slices.Contains(b.allowedSettings, name) {
+			return nil, fmt.Errorf("derived.settings: setting %s is not allowed on this server (--allow-settings)", name)
+		}
+		value, err := settingValue(name, m[name])
+		if err != nil {
+			return nil, fmt.Errorf("derived.settings: %w", err)
+		}
+		out = append(out, setting{name: name, value: value})
+	}
+	return out, nil
+}
+
+// settingValue is v as a setting's value: text as it is, a whole number in decimal, true/false
+// as on/off, nil as none. Text is plain: no control characters, at most 256 bytes.
+func settingValue(name string, v any) (*string, error) {
+	var s string
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		s = v
+	case bool:
+		s = "off"
+		if v {
+			s = "on"
+		}
+	case float64:
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("setting %s: %v is not a value", name, v)
+		}
+		s = strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		return nil, fmt.Errorf("setting %s is %T, not a string, number, true/false or null", name, v)
+	}
+	if len(s) > 256 {
+		return nil, fmt.Errorf("setting %s: its value is longer than 256 bytes", name)
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return nil, fmt.Errorf("setting %s: its value holds a control character", name)
+	}
+	return &s, nil
+}
+
+// The SQLSTATEs of a value the server rejects for a setting.
+const (
+	invalidParameterValue     = "22023"
+	invalidTextRepresentation = "22P02"
+)
+
+// settingLiteral quotes a setting's value as a string constant whatever
+// standard_conforming_strings says: an escape string, backslashes and quotes doubled.
+func settingLiteral(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
+}
+
+// settingsDrift is what differs between the settings wanted and setconfig, the role's settings
+// in its database as pg_db_role_setting holds them ("name=value"); a setting it does not name is
+// left alone, and not drift.
+func settingsDrift(want []setting, setconfig []string) []string {
+	var d []string
+	for _, s := range want {
+		at := slices.IndexFunc(setconfig, func(c string) bool { return strings.HasPrefix(c, s.name+"=") })
+		switch {
+		case s.value == nil && at >= 0:
+			d = append(d, "setting "+s.name+" (reset)")
+		case s.value != nil && (at < 0 || setconfig[at] != s.name+"="+*s.value):
+			d = append(d, "setting "+s.name)
+		}
+	}
+	return d
+}
+
+// ensureSettings sets w's settings for its role in its database where they differ, and answers
+// whether it changed one. The server is asked first whether each is a parameter it knows and
+// one a consumer could set (context user), or a bound only a superuser may lift
+// (superuserLimits); a name it does not know, or any other, is refused, as is a value it
+// rejects.
+func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed bool, err error) {
+	if len(w.settings) == 0 {
+		return false, nil
+	}
+	names := make([]string, len(w.settings))
+	for i, s := range w.settings {
+		names[i] = s.name
+	}
+	rows, err := conn.Query(ctx, `SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name = ANY($1)`, names)
+	if err != nil {
+		return false, fmt.Errorf("read settings: %w", err)
+	}
+	contexts := map[string]string{}
+	var name, where string
+	for rows.Next() {
+		if err := rows.Scan(&name, &where); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("read settings: %w", err)
+		}
+		contexts[name] = where
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read settings: %w", err)
+	}
+	for _, s := range w.settings {
+		switch c, known := contexts[s.name]; {
+		case !known:
+			return false, invalid(fmt.Errorf("setting %s: not a parameter this server knows", s.name))
+		case c == "user", c == "superuser" && slices.Contains(superuserLimits, s.name):
+		default:
+			return false, invalid(fmt.Errorf("setting %s: a consumer's role cannot have it (its context is %s)", s.name, c))
+		}
+	}
+	var have []string
+	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s
+	JOIN pg_catalog.pg_roles r ON r.oid = s.setrole JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
+	WHERE r.rolname = $1 AND d.datname = $2), '{}')`, w.role, w.database).Scan(&have)
+	if err != nil {
+		return false, fmt.Errorf("read settings: %w", err)
+	}
+	for _, s := range w.settings {
+		if len(settingsDrift([]setting{s}, have)) == 0 {
+			continue
+		}
+		statement := "ALTER ROLE " + ident(w.role) + " IN DATABASE " + ident(w.database) + " RESET " + ident(s.name)
+		if s.value != nil {
+			statement = "ALTER ROLE " + ident(w.role) + " IN DATABASE " + ident(w.database) + " SET " + ident(s.name) + " = " + settingLiteral(*s.value)
+		}
+		if _, err := conn.Exec(ctx, statement); err != nil {
+			if code := pgCode(err); code == invalidParameterValue || code == invalidTextRepresentation {
+				return changed, invalid(fmt.Errorf("setting %s: %s", s.name, pgMessage(err)))
+			}
+			return changed, fmt.Errorf("set %s: %w", s.name, err)
+		}
+		changed = true
+	}
+	return changed, nil
+}

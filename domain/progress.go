@@ -1,0 +1,100 @@
+package domain
+
+import (
+	"sync"
+	"time"
+)
+
+// Progress is where the pass under way stands, for those who watch a long one (an operator's
+// /status, the counters, a line now and then) while the loop's own lines wait for it to settle.
+// Its counts are of the backend calls that have returned this pass, classed as the pass's
+// Report will count them once it settles.
+type Progress struct {
+	// Running is whether a pass is under way; the rest says where it stands.
+	Running bool
+	// Pass numbers the passes of this process from 1: counts of a new pass start from zero.
+	Pass int64
+	// Started is when the pass started, by the loop's clock.
+	Started time.Time
+	// Doing is what the pass is doing: "reading", "creating", "checking", "applying again" or
+	// "withdrawing"; Done of Of calls of it have returned, the first of them at Since.
+	Doing    string
+	Done, Of int
+	Since    time.Time
+	// Created, Reapplied, Withdrawn, Dropped and Failures count the calls that returned this
+	// pass as the Report's fields of the same names will.
+	Created, Reapplied, Withdrawn, Dropped, Failures int
+}
+
+// Left is about how long what the pass is doing has left at now, from how fast its calls have
+// returned since it began; ok is false before one has.
+func (p Progress) Left(now time.Time) (left time.Duration, ok bool) {
+	if !p.Running || p.Done == 0 || p.Done >= p.Of {
+		return 0, false
+	}
+	took := now.Sub(p.Since)
+	return time.Duration(float64(took) / float64(p.Done) * float64(p.Of-p.Done)), true
+}
+
+// progress is the pass's Progress as the loop's goroutines move it: the runner's calls return on
+// goroutines of their own, and Progress is read from any.
+type progress struct {
+	mu  sync.Mutex
+	now Progress
+}
+
+// Progress is where the pass under way stands; Running is false between passes. It may be
+// called from any goroutine.
+func (h *Harness) Progress() Progress {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	return h.doing.now
+}
+
+// begin starts a pass's Progress.
+func (h *Harness) begin() {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	now := h.clock.Now()
+	h.doing.now = Progress{Running: true, Pass: h.doing.now.Pass + 1, Started: now, Doing: "reading", Since: now}
+}
+
+// end marks the pass over.
+func (h *Harness) end() {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	h.doing.now.Running = false
+}
+
+// phase says the pass now does doing, of calls to the backend.
+func (h *Harness) phase(doing string, calls int) {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	p := &h.doing.now
+	p.Doing, p.Done, p.Of, p.Since = doing, 0, calls, h.clock.Now()
+}
+
+// returned counts n calls of the phase that returned, and the backend call it made for it (nil
+// for checks), as settle will count it.
+func (h *Harness) returned(n int, it *item) {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	p := &h.doing.now
+	p.Done += n
+	switch {
+	case it == nil:
+	case it.err != nil:
+		p.Failures++
+	case it.act == drop:
+		p.Dropped++
+		if it.active {
+			p.Withdrawn++
+		}
+	case it.act == withdraw:
+		p.Withdrawn++
+	case it.act == check:
+		p.Reapplied++
+	default: // create, and confirm: one made before, not as asked, is a create like any other
+		p.Created++
+	}
+}

@@ -1,0 +1,65 @@
+package domain_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
+)
+
+func TestProgressSaysWhereALongPassStands(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for _, as := range []string{"a", "b", "c", "d"} {
+		w.write("/s/"+as, "pw")
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	var seen []domain.Progress
+	var at []time.Time
+	w.backend.createFn = func(context.Context, ports.Provision) {
+		seen, at = append(seen, w.h.Progress()), append(at, w.clk.Now()) // as a watcher would find it, while the call runs
+		w.clk.Add(2 * time.Second)                                       // each create takes 2 s
+	}
+	start := w.clk.Now()
+	r := w.pass(0)
+	is.Equal(r.Created, 4)
+	is.Equal(len(seen), 4)
+	third := seen[2]
+	is.True(third.Running)
+	is.Equal(third.Pass, int64(1))
+	is.Equal(third.Doing, "creating")
+	is.Equal([]int{third.Done, third.Of, third.Created}, []int{2, 4, 2}) // two returned of four, counted as created
+	is.Equal(third.Started, start)
+	left, ok := third.Left(at[2])
+	is.True(ok)
+	is.Equal(left, 4*time.Second) // 2 s a create, two to go
+
+	after := w.h.Progress()
+	is.True(!after.Running)            // between passes
+	is.Equal(after.Created, r.Created) // what the counts said is what the Report says
+	_, ok = after.Left(w.clk.Now())
+	is.True(!ok)
+
+	// The next pass counts from zero: a consumer lost is applied again.
+	w.backend.createFn = nil
+	w.backend.lose("b")
+	r = w.pass(domain.DefaultVerifyEvery)
+	is.Equal(r.Reapplied, 1)
+	p := w.h.Progress()
+	is.Equal(p.Pass, int64(2))
+	is.Equal([]int{p.Created, p.Reapplied, p.Failures}, []int{0, 1, 0}) // as the Report counts them
+	is.Equal(p.Doing, "applying again")
+}
+
+func TestProgressBeforeACallReturnedHasNoEstimate(t *testing.T) {
+	is := is.New(t)
+	p := domain.Progress{Running: true, Doing: "creating", Of: 10}
+	_, ok := p.Left(time.Now())
+	is.True(!ok) // nothing to go on yet
+}
