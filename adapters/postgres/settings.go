@@ -211,8 +211,12 @@ func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed 
 			statement = "ALTER ROLE " + ident(w.role) + " IN DATABASE " + ident(w.database) + " SET " + ident(s.name) + " = " + settingLiteral(*s.value)
 		}
 		if _, err := conn.Exec(ctx, statement); err != nil {
-			if code := pgCode(err); code == invalidParameterValue || code == invalidTextRepresentation {
+			switch code := pgCode(err); code {
+			case invalidParameterValue, invalidTextRepresentation:
 				return changed, invalid(fmt.Errorf("setting %s: %s", s.name, pgMessage(err)))
+			case insufficientPrivilege: // a provider that is not a superuser, on a bound only one may set
+				return changed, refused(fmt.Errorf("setting %s: the provider may not set it: %s (from PostgreSQL 15 a "+
+					"superuser can let it: GRANT SET ON PARAMETER %s TO the provider's role)", s.name, pgMessage(err), s.name))
 			}
 			return changed, fmt.Errorf("set %s: %w", s.name, err)
 		}

@@ -147,3 +147,27 @@ func TestSettingsTheServerWillNotGiveAConsumerAreRefused(t *testing.T) {
 	_, err = b.Create(ctx, p)
 	is.True(strings.Contains(err.Error(), "setting no_such_setting: not a parameter this server knows"))
 }
+
+// A provider that is not a superuser may not set a bound only a superuser may (temp_file_limit):
+// refused, naming the grant that lets it, rather than failing every pass; the rest are set.
+func TestADelegatedProviderIsRefusedASuperusersSettingNamingTheGrant(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	b, prov := e.delegated()
+	p := withSettings(provision(name("dset")), map[string]any{"statement_timeout": "30s"})
+	is.NoErr(errOf(b.Create(ctx, p))) // a consumer's own setting: set
+	is.Equal(e.setconfig(p.As, p.As), []string{"statement_timeout=30s"})
+
+	p = withSettings(p, map[string]any{"statement_timeout": "30s", "temp_file_limit": "1GB"})
+	err := errOf(b.Create(ctx, p))
+	is.True(errors.Is(err, ports.ErrRefused)) // refused: backed off, not tried every pass
+	is.True(strings.Contains(err.Error(), "setting temp_file_limit: the provider may not set it"))
+	is.True(strings.Contains(err.Error(), "GRANT SET ON PARAMETER temp_file_limit"))
+	is.True(!slices.Contains(e.setconfig(p.As, p.As), "temp_file_limit=1GB"))
+
+	if e.major() >= 15 { // the grant the line names lets it
+		e.exec("", "GRANT SET ON PARAMETER temp_file_limit TO "+prov)
+		is.NoErr(errOf(b.Create(ctx, p)))
+		is.True(slices.Contains(e.setconfig(p.As, p.As), "temp_file_limit=1GB"))
+	}
+}
