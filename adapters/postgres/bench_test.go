@@ -174,6 +174,7 @@ func BenchmarkVerifyPassByMode(b *testing.B) {
 			ps := make([]ports.Provision, 1000)
 			for i := range ps {
 				ps[i] = provision(name("mode"))
+				ps[i].Login = true // every password checked: in delegated mode, a login each
 			}
 			createAll(b, backend, ps)
 			check := func() {
