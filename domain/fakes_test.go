@@ -64,7 +64,7 @@ type fakeBackend struct {
 	updated    []string
 
 	// byLogin models delegated mode: a password is checked only by a login the loop granted
-	// (Provision.Login); logins are the logins made, in order.
+	// (Provision.Login); logins are the checks granted one, in order, whichever the mode.
 	byLogin bool
 	logins  []login
 }
@@ -254,7 +254,7 @@ func (b *fakeBackend) holds(ctx context.Context, p ports.Provision) (ports.Holdi
 	if b.holdsErr != nil {
 		return ports.Holding{}, b.holdsErr
 	}
-	if b.byLogin && p.Login {
+	if p.Login {
 		b.logins = append(b.logins, login{as: p.As, at: b.clock()})
 	}
 	return b.holding(p, !b.byLogin || p.Login), nil

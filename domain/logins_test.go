@@ -169,3 +169,17 @@ func TestPasswordChangedBehindItsBackIsFoundByItsLoginCheck(t *testing.T) {
 	is.Equal(w.backend.store[as].p.Password, "pw-"+as) // the minted password is held again
 	w.backend.mu.Unlock()
 }
+
+// A backend that does not check passwords by logging in (superuser mode) has every check
+// granted a login, as before the budget: nothing is spread, and no check is added.
+func TestEveryCheckIsGrantedALoginWhereTheBackendChecksOtherwise(t *testing.T) {
+	is := is.New(t)
+	w, names := loginWorld(t, 20, domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginRate: 1})
+	w.backend.byLogin = false
+	w.runFor(5 * time.Minute)
+	w.backend.mu.Lock()
+	checks, logins := len(w.backend.holdsCalls), len(w.backend.logins)
+	w.backend.mu.Unlock()
+	is.Equal(checks, 5*len(names)) // a check of each at every verify pass, none added
+	is.Equal(logins, checks)       // every one granted a login, beyond the ceiling
+}
