@@ -48,7 +48,7 @@ func (l *logins) room(now time.Time, rate int) int {
 	keep := l.recent[:0]
 	n := 0
 	for _, g := range l.recent {
-		if now.Sub(g.at) < time.Second {
+		if d := now.Sub(g.at); d >= 0 && d < time.Second { // one ahead of now is a clock stepped back: gone
 			keep = append(keep, g)
 			n += g.n
 		}
