@@ -34,6 +34,12 @@ type Config struct {
 	// HoldsTimeout is the longest one check may take (--holds-timeout,
 	// domain.DefaultHoldsTimeout); positive. It also bounds the readiness ping (at most 5 s).
 	HoldsTimeout time.Duration
+	// LoginCheckEvery is how often at least each consumer's password is checked by logging in
+	// as it, in delegated mode (--login-check-every, domain.DefaultLoginCheckEvery); positive.
+	LoginCheckEvery time.Duration
+	// LoginRate is the most of those logins a second (--login-rate, domain.DefaultLoginRate);
+	// at least 1.
+	LoginRate int
 	// OnWithdraw is what becomes of a consumer the file no longer lists (--on-withdraw):
 	// domain.Retain (the default) or domain.Drop.
 	OnWithdraw domain.Policy
@@ -109,6 +115,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--verify-every %s: want a positive duration", c.VerifyEvery)
 	case c.HoldsTimeout <= 0:
 		return fmt.Errorf("--holds-timeout %s: want a positive duration", c.HoldsTimeout)
+	case c.LoginCheckEvery <= 0:
+		return fmt.Errorf("--login-check-every %s: want a positive duration", c.LoginCheckEvery)
+	case c.LoginRate < 1:
+		return fmt.Errorf("--login-rate %d: want at least 1 login a second", c.LoginRate)
 	case c.ConnLimit < -1 || c.ConnLimit == 0:
 		return fmt.Errorf("--connection-limit %d: want a positive number of connections, or -1 for none", c.ConnLimit)
 	case c.Canaries < 1:

@@ -35,6 +35,9 @@ func flags(c *Config) *flag.FlagSet {
 		"its lease and its per-login locks use, whatever the URL names; every replica must name the same one")
 	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes; a change to the file or a secret, or SIGHUP, starts one at once")
 	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often each consumer is checked: does the server still hold its login, database and extensions as made")
+	durationVar(fs, &c.LoginCheckEvery, "login-check-every", domain.DefaultLoginCheckEvery, "delegated mode: how often at least each "+
+		"consumer's password is checked by logging in as it, the logins spread evenly over it; the rest of a check is made every --verify-every")
+	fs.IntVar(&c.LoginRate, "login-rate", domain.DefaultLoginRate, "delegated mode: the most logins a second those checks make")
 	durationVar(fs, &c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "the longest one check may take; one that times out ends the checks of that pass")
 	fs.Func("on-withdraw", "what becomes of a consumer the file no longer lists: retain (default) takes its login away and keeps its data; "+
 		"drop does the same, then drops its database and role after --drop-after", func(s string) error {
@@ -216,7 +219,7 @@ Flags (each also read from its variable, shown in brackets; a flag beats its var
 
 // flagOrder is the order --help lists the flags in: what to read and where, then how often,
 // then what to do, then how to be watched. A flag left out is listed after them.
-var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "holds-timeout",
+var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "login-check-every", "login-rate", "holds-timeout",
 	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "extension-updates", "extension-canaries", "extension-soak",
 	"allow-settings", "connection-limit", "parallel", "max-connections", "once", "listen", "progress-every", "usage-every",
 	"metrics-per-consumer", "log-format", "log-level", "version", "help"}
@@ -224,7 +227,7 @@ var flagOrder = []string{"receives", "resource", "database-url", "every", "verif
 // placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
 // one is a switch.
 var placeholders = map[string]string{
-	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION",
+	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION", "login-check-every": "DURATION", "login-rate": "N",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
 	"adopt": "plain|none", "allow-extensions": "NAME,...", "allow-settings": "NAME,...", "connection-limit": "N",
 	"extension-updates": "staged|off", "extension-canaries": "N", "extension-soak": "DURATION", "parallel": "N",

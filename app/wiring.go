@@ -23,6 +23,7 @@ func loopConfig(cfg Config) domain.Config {
 		Every: cfg.Every, VerifyEvery: cfg.VerifyEvery, HoldsTimeout: cfg.HoldsTimeout,
 		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
 		Parallel: cfg.Parallel, Updates: cfg.ExtUpdates, Canaries: cfg.Canaries, Soak: soak(cfg.Soak),
+		LoginCheckEvery: cfg.LoginCheckEvery, LoginRate: cfg.LoginRate,
 	}
 }
 

@@ -42,6 +42,8 @@ type consumer struct {
 	unasked     int
 	isUnasked   bool
 	uncheckable *repeat
+	// loginDue is when its next login check is due (logins.go); zero until it is first scheduled.
+	loginDue time.Time
 	// removing is its withdrawal or drop under way: said once, and its failures.
 	removing *repeat
 

@@ -1,5 +1,7 @@
 package domain
 
+import "time"
+
 // SetMaxFile sets how much the loop reads of the contributions file, for a test, and answers
 // how to put it back.
 func SetMaxFile(n int64) (restore func()) {
@@ -10,3 +12,6 @@ func SetMaxFile(n int64) (restore func()) {
 
 // Parses counts how often the loop parsed the contributions file.
 func (h *Harness) Parses() int { return h.file.parses }
+
+// UntilNext is how long Run would wait for its next pass.
+func (h *Harness) UntilNext() time.Duration { return h.untilNext() }

@@ -62,6 +62,26 @@ type fakeBackend struct {
 	has        map[string][]string
 	failUpdate map[string]string
 	updated    []string
+
+	// byLogin models delegated mode: a password is checked only by a login the loop granted
+	// (Provision.Login); logins are the checks granted one, in order, whichever the mode.
+	byLogin bool
+	logins  []login
+}
+
+// login is one login a check made: who, and when by the backend's clock.
+type login struct {
+	as string
+	at time.Time
+}
+
+var _ ports.LoginChecker = (*fakeBackend)(nil)
+
+// ChecksByLogin is whether the fake models delegated mode.
+func (b *fakeBackend) ChecksByLogin() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.byLogin
 }
 
 // made is what the fake holds of one consumer.
@@ -171,7 +191,7 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	case !made:
 		return ports.Foresight{Act: ports.ActCreate, Why: []string{"role " + p.As}}
 	}
-	h := b.holding(p)
+	h := b.holding(p, true)
 	if !h.Held {
 		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift, Updates: h.Updates, Kept: h.Kept}
 	}
@@ -234,11 +254,14 @@ func (b *fakeBackend) holds(ctx context.Context, p ports.Provision) (ports.Holdi
 	if b.holdsErr != nil {
 		return ports.Holding{}, b.holdsErr
 	}
-	return b.holding(p), nil
+	if p.Login {
+		b.logins = append(b.logins, login{as: p.As, at: b.clock()})
+	}
+	return b.holding(p, !b.byLogin || p.Login), nil
 }
 
-// holding is what the fake holds of p, b.mu held.
-func (b *fakeBackend) holding(p ports.Provision) ports.Holding {
+// holding is what the fake holds of p, b.mu held; its password is compared where password.
+func (b *fakeBackend) holding(p ports.Provision, password bool) ports.Holding {
 	m, ok := b.store[p.As]
 	// What a backend holds is what the loop hashes; where the consumer runs is not part of it.
 	var drift []string
@@ -252,7 +275,7 @@ func (b *fakeBackend) holding(p ports.Provision) ports.Holding {
 	case m.joined:
 		drift = append(drift, "member of intruder", "granted to intruder")
 	}
-	if ok && m.p.Password != p.Password {
+	if ok && m.p.Password != p.Password && password {
 		drift = append(drift, "password")
 	}
 	if ok && (!reflect.DeepEqual(m.p.Values, p.Values) || !reflect.DeepEqual(m.p.Derived, p.Derived)) {
@@ -598,6 +621,17 @@ func (w *world) pass(d time.Duration) domain.Report {
 func TestFakeBackendKeepsTheContract(t *testing.T) {
 	n := 0
 	b := &fakeBackend{}
+	backendtest.Run(t, b, func() ports.Provision {
+		n++
+		as := fmt.Sprintf("consumer%d", n)
+		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
+	}, b.world())
+}
+
+// The fake keeps the contract as a backend that checks passwords by logging in.
+func TestFakeBackendByLoginKeepsTheContract(t *testing.T) {
+	n := 0
+	b := &fakeBackend{byLogin: true}
 	backendtest.Run(t, b, func() ports.Provision {
 		n++
 		as := fmt.Sprintf("consumer%d", n)

@@ -78,6 +78,12 @@ type Config struct {
 	// Soak is how long the canaries must hold a new change before the rest follow; zero is
 	// DefaultSoak, a negative one none.
 	Soak time.Duration
+	// LoginCheckEvery is how often at least each consumer's password is checked by logging
+	// in, where the backend checks it so (ports.LoginChecker); zero is DefaultLoginCheckEvery.
+	LoginCheckEvery time.Duration
+	// LoginRate is the most of those logins granted within any second; zero is
+	// DefaultLoginRate.
+	LoginRate int
 }
 
 // Harness is the reconcile loop's settings and memory. What it remembers of the backend is a
@@ -133,6 +139,7 @@ type Harness struct {
 	peak      peaks  // the most consumers managed within the last hour
 	peakRead  bool   // peak was rebuilt from the record since the start, or the lease was taken
 	stages    stager // the staged changes' rollouts
+	logins    logins // the login check's budget
 
 	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
 	doing    progress     // where the pass under way stands (progress.go)
@@ -158,6 +165,12 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 		cfg.OnWithdraw = Retain
 	}
 	cfg.Parallel = max(cfg.Parallel, 1)
+	if cfg.LoginCheckEvery <= 0 {
+		cfg.LoginCheckEvery = DefaultLoginCheckEvery
+	}
+	if cfg.LoginRate <= 0 {
+		cfg.LoginRate = DefaultLoginRate
+	}
 	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
 	h.consumers = newStore()
 	h.stages = newStager()
@@ -211,9 +224,13 @@ func (h *Harness) Run(ctx context.Context, wake <-chan struct{}, observe func(Re
 }
 
 // untilNext is how long Run waits for its next pass: Every, or less where a held withdrawal or
-// a drop falls due sooner, so that it happens when due and not up to Every later.
+// a drop falls due sooner, so that it happens when due and not up to Every later, and at most a
+// second where login checks due are waiting for the budget's room.
 func (h *Harness) untilNext() time.Duration {
 	wait, now := h.cfg.Every, h.clock.Now()
+	if h.logins.backlog {
+		wait = min(wait, time.Second)
+	}
 	for _, due := range []time.Time{h.heldUntil, h.nextDrop} {
 		if due.After(now) && due.Sub(now) < wait { // one already past is waiting on something else
 			wait = due.Sub(now)

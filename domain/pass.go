@@ -65,7 +65,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	items := h.readSecrets(given)
 	leaving := h.planLeaving()
-	if !h.recordRead || verifying || anyUnasked(items) || anyChanged(items) || h.due(leaving) {
+	if !h.recordRead || verifying || anyUnasked(items) || anyChanged(items) || h.due(leaving) || h.loginDue(items) {
 		// The backend is used this pass: first as a whole, which also reads its record.
 		if !h.readRecord(ctx, &r) {
 			h.settleUnchecked(items, &r)
@@ -74,6 +74,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		leaving = h.planLeaving()
 	}
 	h.plan(items, verifying)
+	h.grantLogins(items)
 	h.run(ctx, items)
 	h.settle(items, &r)
 	h.withdraw(ctx, leaving, &r)

@@ -36,6 +36,10 @@ type Status struct {
 	CheckedAt time.Time `json:"checked_at,omitzero"`
 	// NextCheck is when it is next due a check; zero where nothing of it is applied yet.
 	NextCheck time.Time `json:"next_check,omitzero"`
+	// LoginCheckedAt is when the backend last answered a check that logged in as it to check
+	// its password (delegated mode); where the backend checks passwords otherwise, when it last
+	// answered a check; zero if never.
+	LoginCheckedAt time.Time `json:"login_checked_at,omitzero"`
 	// Drift is what the last check that found it not held said had drifted.
 	Drift []string `json:"drift,omitempty"`
 	// Updates are the staged changes it is due (an extension's newer version), as its last

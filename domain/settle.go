@@ -52,6 +52,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	c := it.c
 	st := h.statusOf(c)
 	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
+	h.loggedIn(it)
 	it.err = h.settleUpdates(it)
 	if it.checked.Held {
 		st.Drift = nil
@@ -130,6 +131,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	}
 	h.audit(h.eventOf(it, reapplying))
 	h.consumers.applied(c, it.hash, it.g.shape, true)
+	h.loginAtNextVerify(c)
 	if reapplying == 0 {
 		r.Created++
 		c.lost = brake{}

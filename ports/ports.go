@@ -36,6 +36,12 @@ type Provision struct {
 	// Updates are the keys (Update.Key) of the staged changes Create may make for this
 	// consumer now; it leaves every other staged change as it is. The loop sets it.
 	Updates []string
+	// Login is whether HoldsAll checks the password by logging in as the consumer, where that
+	// is how the backend checks it (a provider that cannot read stored verifiers): a login
+	// costs the server a backend and a key derivation, so the loop grants them on a budget of
+	// their own. Where it is false, such a backend takes the password as held and checks all
+	// else; a backend that checks the password otherwise checks it either way. The loop sets it.
+	Login bool
 }
 
 // Act is what Create does, or would do, for one consumer.
@@ -187,6 +193,16 @@ type Backend interface {
 	// (the backend unreachable, the provider not allowed, ...), and says why in words an
 	// operator can act on; nothing may be withdrawn on its account.
 	Managed(ctx context.Context) ([]Managed, error)
+}
+
+// LoginChecker is a Backend that may check passwords by logging in as the consumers (a
+// provider that cannot read stored verifiers), which costs the server a backend and a key
+// derivation each: where ChecksByLogin answers true, the loop sets Provision.Login only for the
+// consumers whose login check is due, on a budget of its own. A Backend that is not one, or
+// answers false, has Login set on every check.
+type LoginChecker interface {
+	// ChecksByLogin is whether HoldsAll checks a password by logging in, as last found.
+	ChecksByLogin() bool
 }
 
 // Lease says whether this replica may act: of several replicas of a provider, one holds the

@@ -63,6 +63,8 @@ func TestUsageErrorsAreOneLineAndExitTwo(t *testing.T) {
 		{"a number for a duration", []string{"PROVISIONER_EVERY=5"}, []string{"--receives", "c"}, `provisioner: PROVISIONER_EVERY="5": want a duration such as 5s, 1m30s or 250ms (see --help)`},
 		{"bad log level", nil, []string{"--receives", "c", "--log-level", "loud"}, `provisioner: invalid value "loud" for --log-level: slog: level string "loud": unknown name (see --help)`},
 		{"zero duration", nil, []string{"--receives", "c", "--verify-every", "0s"}, "provisioner: --verify-every 0s: want a positive duration (see --help)"},
+		{"zero login interval", nil, []string{"--receives", "c", "--login-check-every", "0s"}, "provisioner: --login-check-every 0s: want a positive duration (see --help)"},
+		{"no login rate", nil, []string{"--receives", "c", "--login-rate", "0"}, "provisioner: --login-rate 0: want at least 1 login a second (see --help)"},
 		{"a settle that holds nothing", nil, []string{"--receives", "c", "--withdraw-settle", "1ns"}, "provisioner: --withdraw-settle 1ns: want at least 1s (see --help)"},
 		{"bad policy", nil, []string{"--receives", "c", "--on-withdraw", "shred"}, `provisioner: invalid value "shred" for --on-withdraw: want retain or drop (see --help)`},
 		{"bad log format", nil, []string{"--receives", "c", "--log-format", "xml"}, `provisioner: --log-format "xml": want text or json (see --help)`},

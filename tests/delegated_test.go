@@ -82,7 +82,7 @@ func TestDelegatedSaysOnceThatAConsumerAtItsConnectionLimitCouldNotBeChecked(t *
 	m := newMesh(t)
 	letta := consumer{as: name("letta"), password: randomHex(8)}
 	m.give(letta)
-	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL), "--connection-limit", "1")...)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL), "--connection-limit", "1", "--login-check-every", "3s")...)
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
 	eventually(t, "applied", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 1 })
 	creates, reapplies := p.metric(`provisioner_creates_total`), p.metric(`provisioner_reapplies_total`)

@@ -236,7 +236,7 @@ func TestAProviderWithoutASuperuserRunsDelegated(t *testing.T) {
 	m := newMesh(t)
 	letta := consumer{as: name("letta"), password: randomHex(8), extensions: []string{"pg_trgm", "dblink"}}
 	m.give(letta)
-	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL))...)
+	p := start(t, nil, daemonArgs(m, delegatedURL(t, srv.URL), "--login-check-every", "3s")...)
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, srv.URL) })
 	eventually(t, "letta has pg_trgm", func() bool {
 		var n int

@@ -61,7 +61,9 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	}
 	// The stored verifiers, checked on every core: a process that has not checked them before
 	// (a start, a take-over) runs PBKDF2 once for each.
-	// A provider that is not a superuser cannot read them: it logs in with the password below.
+	// A provider that is not a superuser cannot read them: it logs in with the password below,
+	// as the consumers the loop granted a login this pass (Provision.Login); the others'
+	// passwords are taken as held until their turn.
 	delegated := b.delegated()
 	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
@@ -79,7 +81,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		f.wantLimit = wants[i].limit
 		f.wantSettings = wants[i].settings
 		facts[k] = f
-		if drift := b.drift(wants[i].role, f); len(drift) > 0 || len(f.available) == 0 && !delegated {
+		if drift := b.drift(wants[i].role, f); len(drift) > 0 || len(f.available) == 0 && !(delegated && ps[i].Login) {
 			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
 			continue
 		}
@@ -107,7 +109,7 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		}
 		dctx, cancel := context.WithTimeout(ctx, each)
 		defer cancel()
-		if delegated {
+		if delegated && ps[i].Login {
 			ok, err := b.logsIn(dctx, wants[i], ps[i].Password)
 			if err != nil || !ok || len(facts[k].available) == 0 {
 				release()

@@ -78,6 +78,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 	checked := make([]ports.Provision, len(check))
 	for k, i := range check {
 		checked[k] = ps[i]
+		checked[k].Login = true // what Create would do turns on the password too
 	}
 	for k, a := range b.HoldsAll(ctx, checked, each) {
 		i := check[k]

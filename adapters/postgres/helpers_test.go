@@ -176,6 +176,7 @@ func (e *env) mustCreate(p ports.Provision) {
 
 // holdsOne is b's check of p alone, bounded as a Create is.
 func holdsOne(ctx context.Context, b *postgres.Backend, p ports.Provision) (ports.Holding, error) {
+	p.Login = true // the password checked, by a login where that is how
 	answer := b.HoldsAll(ctx, []ports.Provision{p}, postgres.DefaultTimeout)[0]
 	return answer.Holding, answer.Err
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Mode is how the provider's role stands on the server, read from the server at every check of
@@ -44,6 +46,12 @@ func (b *Backend) Mode() Mode {
 
 // delegated is whether the provider last found its role not a superuser.
 func (b *Backend) delegated() bool { return b.Mode() == ModeDelegated }
+
+// ChecksByLogin is whether HoldsAll checks passwords by logging in: in delegated mode, as last
+// found.
+func (b *Backend) ChecksByLogin() bool { return b.delegated() }
+
+var _ ports.LoginChecker = (*Backend)(nil)
 
 // from16 is whether the server is PostgreSQL 16 or later, where a membership says whether it
 // may be SET and whether it is INHERITed.

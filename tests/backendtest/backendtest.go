@@ -37,6 +37,7 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 	ctx := context.Background()
 	holds := func(t *testing.T, p ports.Provision) bool {
 		t.Helper()
+		p.Login = true // the password checked, whichever way the backend checks it
 		h := b.HoldsAll(ctx, []ports.Provision{p}, time.Minute)[0]
 		if h.Err != nil {
 			t.Fatalf("holds %s: %v", p.As, h.Err)
@@ -126,6 +127,27 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 			t.Fatal("the rotated password is not the one held")
 		}
 	})
+	t.Run("a check not granted a login finds all but a password checked by login", func(t *testing.T) {
+		p := fresh()
+		create(t, p)
+		rotated := p
+		rotated.Password = p.Password + "-rotated"
+		a := b.HoldsAll(ctx, []ports.Provision{rotated}, time.Minute)[0]
+		byLogin := false
+		if lc, ok := b.(ports.LoginChecker); ok {
+			byLogin = lc.ChecksByLogin()
+		}
+		if a.Err != nil || a.Held != byLogin {
+			t.Fatalf("another password, no login granted: held %v (by login %v), drift %v, error %v", a.Held, byLogin, a.Drift, a.Err)
+		}
+		changed := rotated
+		changed.Values = maps.Clone(p.Values)
+		changed.Values["name"] = p.As + "_c"
+		a = b.HoldsAll(ctx, []ports.Provision{changed}, time.Minute)[0]
+		if a.Err != nil || a.Held || len(a.Drift) == 0 {
+			t.Fatalf("other values, no login granted: held %v, drift %v, error %v", a.Held, a.Drift, a.Err)
+		}
+	})
 	t.Run("other values are not held until created", func(t *testing.T) {
 		p := fresh()
 		create(t, p)
@@ -209,6 +231,9 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		create(t, lost)
 		remove(t, lost)
 		ps := []ports.Provision{never, held, lost, held}
+		for i := range ps {
+			ps[i].Login = true
+		}
 		answers := b.HoldsAll(ctx, ps, 30*time.Second)
 		if len(answers) != len(ps) {
 			t.Fatalf("%d answers for %d consumers", len(answers), len(ps))

@@ -1,0 +1,185 @@
+package domain_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/domain"
+)
+
+// loginWorld is a world whose backend checks passwords by logging in, with n consumers listed
+// (c000 ...), its loop at the budget given.
+func loginWorld(t *testing.T, n int, cfg domain.Config) (*world, []string) {
+	t.Helper()
+	w := newWorld(t)
+	w.backend.byLogin = true
+	w.configure(cfg)
+	var names []string
+	var entries []entry
+	for i := range n {
+		as := fmt.Sprintf("c%03d", i)
+		names = append(names, as)
+		w.write("/s/"+as, "pw-"+as)
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	return w, names
+}
+
+// runFor runs the loop as Run would (each pass after UntilNext) for d of the mock clock.
+func (w *world) runFor(d time.Duration) {
+	end := w.clk.Now().Add(d)
+	w.pass(0)
+	for w.clk.Now().Before(end) {
+		w.pass(w.h.UntilNext())
+	}
+}
+
+// loginsOf is every login the backend made, by consumer, in order.
+func (w *world) loginsOf() map[string][]time.Time {
+	w.backend.mu.Lock()
+	defer w.backend.mu.Unlock()
+	out := map[string][]time.Time{}
+	for _, l := range w.backend.logins {
+		out[l.as] = append(out[l.as], l.at)
+	}
+	return out
+}
+
+// mostInASecond is the most logins the backend made within any second.
+func (w *world) mostInASecond() int {
+	w.backend.mu.Lock()
+	defer w.backend.mu.Unlock()
+	most := 0
+	for i, l := range w.backend.logins {
+		n := 0
+		for _, m := range w.backend.logins[i:] {
+			if m.at.Sub(l.at) < time.Second {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// Logins are granted on their own budget: never more than the ceiling within a second, every
+// consumer's password checked within the interval from its creation and from then on, spread
+// evenly over the interval rather than in a burst each verify pass, while every other check is
+// still made every verify pass.
+func TestLoginChecksAreSpreadWithinTheirCeiling(t *testing.T) {
+	is := is.New(t)
+	const n, rate = 400, 2
+	every := 10 * time.Minute
+	w, names := loginWorld(t, n, domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginCheckEvery: every, LoginRate: rate})
+	start := w.clk.Now()
+	w.runFor(50 * time.Minute)
+	end := w.clk.Now()
+
+	is.True(w.mostInASecond() <= rate) // never more than the ceiling within a second
+	logins := w.loginsOf()
+	for _, as := range names {
+		at := logins[as]
+		is.True(len(at) >= 5)                    // logged in as every consumer again and again
+		is.True(at[0].Sub(start) <= every)       // its first login within the interval of its creation
+		is.True(end.Sub(at[len(at)-1]) <= every) // and still within the interval at the end
+		for i := 1; i < len(at); i++ {
+			if gap := at[i].Sub(at[i-1]); gap > every {
+				t.Fatalf("%s: %s between logins, more than the interval %s", as, gap, every)
+			}
+		}
+	}
+	// Evenly: past the creates' first round, no minute has more than twice its share.
+	share := n * int(time.Minute) / int(every)
+	for from := start.Add(every); from.Before(end.Add(-time.Minute)); from = from.Add(time.Minute) {
+		k := 0
+		for _, at := range logins {
+			for _, a := range at {
+				if !a.Before(from) && a.Before(from.Add(time.Minute)) {
+					k++
+				}
+			}
+		}
+		if k > 2*share {
+			t.Fatalf("%d logins in the minute from %s, more than twice the even share %d", k, from.Sub(start), share)
+		}
+	}
+	// Every other check is still made every verify pass.
+	w.backend.mu.Lock()
+	checks := 0
+	for _, as := range w.backend.holdsCalls {
+		if as == names[n-1] {
+			checks++
+		}
+	}
+	w.backend.mu.Unlock()
+	is.True(checks >= 49) // checked at every verify pass, not only at its logins
+}
+
+// A start does not log in as every consumer at once: the consumers it confirms are checked
+// without a login, and their logins spread over the interval from the start.
+func TestLoginChecksAfterAStartAreSpread(t *testing.T) {
+	is := is.New(t)
+	const n, rate = 300, 3
+	every := 10 * time.Minute
+	cfg := domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginCheckEvery: every, LoginRate: rate}
+	w, names := loginWorld(t, n, cfg)
+	w.runFor(30 * time.Minute)
+	w.configure(cfg) // a start: the backend holds them all
+	w.backend.mu.Lock()
+	w.backend.logins = nil
+	w.backend.mu.Unlock()
+	start := w.clk.Now()
+	w.runFor(every)
+
+	is.True(w.mostInASecond() <= rate) // no burst of logins at the start
+	logins := w.loginsOf()
+	for _, as := range names {
+		is.True(len(logins[as]) >= 1)              // every password checked within the interval from the start
+		is.True(logins[as][0].Sub(start) <= every) // its first login within the interval
+	}
+}
+
+// A password changed behind the provider's back is found by the consumer's next login check
+// and repaired, within the interval, though no verify pass before it logged in.
+func TestPasswordChangedBehindItsBackIsFoundByItsLoginCheck(t *testing.T) {
+	is := is.New(t)
+	every := 10 * time.Minute
+	w, names := loginWorld(t, 50, domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginCheckEvery: every})
+	w.runFor(15 * time.Minute)
+	as := names[17]
+	w.backend.mu.Lock()
+	m := w.backend.store[as]
+	m.p.Password = "changed behind its back"
+	w.backend.store[as] = m
+	w.backend.mu.Unlock()
+	changed := w.clk.Now()
+	w.log.take()
+
+	w.pass(time.Minute) // a verify pass, whose checks do not all log in
+	for w.clk.Now().Sub(changed) <= every && !slices.Contains(w.log.audit(), as+": repaired (password)") {
+		w.pass(w.h.UntilNext())
+	}
+	is.True(slices.Contains(w.log.audit(), as+": repaired (password)")) // found and repaired within the interval
+	w.backend.mu.Lock()
+	is.Equal(w.backend.store[as].p.Password, "pw-"+as) // the minted password is held again
+	w.backend.mu.Unlock()
+}
+
+// A backend that does not check passwords by logging in (superuser mode) has every check
+// granted a login, as before the budget: nothing is spread, and no check is added.
+func TestEveryCheckIsGrantedALoginWhereTheBackendChecksOtherwise(t *testing.T) {
+	is := is.New(t)
+	w, names := loginWorld(t, 20, domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginRate: 1})
+	w.backend.byLogin = false
+	w.runFor(5 * time.Minute)
+	w.backend.mu.Lock()
+	checks, logins := len(w.backend.holdsCalls), len(w.backend.logins)
+	w.backend.mu.Unlock()
+	is.Equal(checks, 5*len(names)) // a check of each at every verify pass, none added
+	is.Equal(logins, checks)       // every one granted a login, beyond the ceiling
+}
