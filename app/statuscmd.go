@@ -46,26 +46,6 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 	return 0
 }
 
-const statusUsage = `Usage: provisioner status [--listen ADDR]
-
-Prints, from the /status of the provisioner serving at ADDR, whether it is ready, each
-consumer the contributions file lists (state, since, last and next check, drift or last
-error), and, under LEAVING, each one the file no longer lists that the server still holds:
-waiting for the file to settle (leaving), held as part of a mass withdrawal (held), withdrawn
-with its data kept (withdrawn, and when its data is dropped under --on-withdraw drop), or
-whose withdrawal fails (failing).
-
-  --listen ADDR  [PROVISIONER_LISTEN]
-        the address the provisioner was started with (its --listen), e.g. 127.0.0.1:9847
-
-Exit codes: 0 printed, and the provisioner is ready; 1 printed, and it is not ready (its
-/readyz says 503: the first line says why), or no provisioner answers there; 2 bad usage.
-`
-
-// writeStatus prints doc as an operator reads it: the provider, then a line per listed
-// consumer, then, where there are any, a line per consumer leaving. Every field is escaped
-// (logger.Escape): logins, paths and error texts come from outside, and a newline, a tab or an
-// escape sequence in one must neither add a row nor steer the terminal.
 // fetchStatus is the /status of the provisioner listening at listen, asked within wait.
 func fetchStatus(ctx context.Context, listen string, wait time.Duration) (statusDoc, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -86,6 +66,26 @@ func fetchStatus(ctx context.Context, listen string, wait time.Duration) (status
 	return doc, nil
 }
 
+const statusUsage = `Usage: provisioner status [--listen ADDR]
+
+Prints, from the /status of the provisioner serving at ADDR, whether it is ready, each
+consumer the contributions file lists (state, since, last and next check, drift or last
+error), and, under LEAVING, each one the file no longer lists that the server still holds:
+waiting for the file to settle (leaving), held as part of a mass withdrawal (held), withdrawn
+with its data kept (withdrawn, and when its data is dropped under --on-withdraw drop), or
+whose withdrawal fails (failing).
+
+  --listen ADDR  [PROVISIONER_LISTEN]
+        the address the provisioner was started with (its --listen), e.g. 127.0.0.1:9847
+
+Exit codes: 0 printed, and the provisioner is ready; 1 printed, and it is not ready (its
+/readyz says 503: the first line says why), or no provisioner answers there; 2 bad usage.
+`
+
+// writeStatus prints doc as an operator reads it: the provider, then a line per listed
+// consumer, then, where there are any, a line per consumer leaving. Every field is escaped
+// (logger.Escape): logins, paths and error texts come from outside, and a newline, a tab or an
+// escape sequence in one must neither add a row nor steer the terminal.
 func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	ready := "ready"
 	if !doc.Ready {
