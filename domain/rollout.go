@@ -365,8 +365,8 @@ func (h *Harness) rolloutViews() []Rollout {
 		sort.Strings(from)
 		v := Rollout{Key: r.key, Subject: r.subject, From: strings.Join(from, ", "), To: r.to, Done: len(r.done),
 			Total: len(r.done) + len(r.waiting), Canaries: slices.Clone(r.canaries), Halted: r.halted}
-		if from, _ := h.stages.soakedFrom(key, h.canaries()); !r.open && !from.IsZero() {
-			v.FollowAt = from.Add(h.soak())
+		if from, seats := h.stages.soakedFrom(key, h.canaries()); !r.open && !from.IsZero() {
+			v.FollowAt, v.Canaries = from.Add(h.soak()), seats // those soaking it, found holding it or made so
 		}
 		out = append(out, v)
 	}

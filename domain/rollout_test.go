@@ -98,6 +98,7 @@ func TestAConsumerHoldingTheChangeIsACanaryNotAWayRoundTheSoak(t *testing.T) {
 	r := w.pass(time.Minute)
 	is.Equal(len(w.backend.updates()), 0) // c01 holds it: the canary's place is taken
 	is.Equal(r.Rollouts[0].FollowAt, w.clk.Now().Add(10*time.Minute))
+	is.Equal(r.Rollouts[0].Canaries, []string{"c01"}) // shown as the one soaking it
 	w.pass(5 * time.Minute)
 	is.Equal(len(w.backend.updates()), 0) // still soaking
 
