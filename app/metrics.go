@@ -31,14 +31,14 @@ type Metrics struct {
 	halted             prometheus.Gauge
 	rollout            *prometheus.GaugeVec
 
-	// counted is what the counters already hold of the pass under way, by Progress, so that
-	// Observe adds only the rest.
 	// per is each consumer's usage, where asked for (usage.go).
 	per *perConsumer
 
+	mu sync.Mutex
+	// counted is what the counters already hold of the pass under way, by Progress, so that
+	// Observe adds only the rest.
+	counted domain.Progress
 	// observed is the last pass Observe counted, whose Progress adds nothing more.
-	mu       sync.Mutex
-	counted  domain.Progress
 	observed int64
 }
 
@@ -112,15 +112,22 @@ func (m *Metrics) Progress(p domain.Progress) {
 	if p.Pass != m.counted.Pass {
 		m.counted = domain.Progress{Pass: p.Pass}
 	}
+	m.countUpTo(p.Created, p.Reapplied, p.Withdrawn, p.Dropped, p.Failures)
+}
+
+// countUpTo adds to each counter what the pass under way has done beyond what it already
+// counted of it (m.counted), and notes it counted. m.mu is held.
+func (m *Metrics) countUpTo(created, reapplied, withdrawn, dropped, failures int) {
 	c := &m.counted
 	for _, x := range []struct {
-		counter    prometheus.Counter
-		now, known *int
-	}{{m.creates, &p.Created, &c.Created}, {m.reapplies, &p.Reapplied, &c.Reapplied}, {m.withdrawals, &p.Withdrawn, &c.Withdrawn},
-		{m.drops, &p.Dropped, &c.Dropped}, {m.failures, &p.Failures, &c.Failures}} {
-		if *x.now > *x.known {
-			x.counter.Add(float64(*x.now - *x.known))
-			*x.known = *x.now
+		counter prometheus.Counter
+		now     int
+		known   *int
+	}{{m.creates, created, &c.Created}, {m.reapplies, reapplied, &c.Reapplied}, {m.withdrawals, withdrawn, &c.Withdrawn},
+		{m.drops, dropped, &c.Dropped}, {m.failures, failures, &c.Failures}} {
+		if x.now > *x.known {
+			x.counter.Add(float64(x.now - *x.known))
+			*x.known = x.now
 		}
 	}
 }
@@ -130,18 +137,8 @@ func (m *Metrics) Progress(p domain.Progress) {
 func (m *Metrics) Observe(r domain.Report, reached bool) {
 	m.passes.Inc()
 	m.mu.Lock()
-	c := &m.counted
-	for _, x := range []struct {
-		counter prometheus.Counter
-		settled int
-		known   *int
-	}{{m.creates, r.Created, &c.Created}, {m.reapplies, r.Reapplied, &c.Reapplied}, {m.withdrawals, r.Withdrawn, &c.Withdrawn},
-		{m.drops, r.Dropped, &c.Dropped}, {m.failures, r.Failures, &c.Failures}} {
-		if x.settled > *x.known {
-			x.counter.Add(float64(x.settled - *x.known))
-		}
-	}
-	m.observed, m.counted = c.Pass, domain.Progress{}
+	m.countUpTo(r.Created, r.Reapplied, r.Withdrawn, r.Dropped, r.Failures)
+	m.observed, m.counted = m.counted.Pass, domain.Progress{}
 	m.mu.Unlock()
 	m.unchecked.Add(float64(r.CheckErrors)) // checks not made move nothing
 	m.duration.Observe(r.Took.Seconds())
