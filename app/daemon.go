@@ -71,7 +71,8 @@ type daemon struct {
 	last atomic.Pointer[domain.Report]
 	why  atomic.Pointer[string]
 	// usage is the last read of the consumers' usage, nil before the first; readNow hands a
-	// read the consumers to read (usage.go).
+	// read the consumers to read (usage.go), only while readUsage waits for one: a pass that
+	// ends while a read is under way queues none behind it.
 	usage   atomic.Pointer[usage]
 	readNow chan []domain.Status
 }
@@ -79,7 +80,7 @@ type daemon struct {
 // newDaemon is a daemon not yet run, not ready until its first pass.
 func newDaemon(cfg Config, l loop, s server, lease leadership, log ports.Logger, notify *notifier) *daemon {
 	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify,
-		readNow: make(chan []domain.Status, 1)}
+		readNow: make(chan []domain.Status)}
 	if cfg.MetricsPerConsumer {
 		d.metrics.PerConsumer(cfg.Resource)
 	}

@@ -62,7 +62,7 @@ func (d *daemon) usageDue(r domain.Report) {
 	}
 	select {
 	case d.readNow <- r.Status:
-	default: // a read under way
+	default: // a read under way (or readUsage not yet waiting): the next pass pokes again
 	}
 }
 
