@@ -96,8 +96,8 @@ func flags(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created, else 1")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz, /status and /metrics on this address, e.g. 127.0.0.1:9847 (default: off)")
-	fs.DurationVar(&c.ProgressEvery, "progress-every", 30*time.Second, "how often a line says where a pass that runs long stands")
-	fs.DurationVar(&c.UsageEvery, "usage-every", 5*time.Minute, "how often each consumer's database size and connections are read, in one query (0: never)")
+	durationVar(fs, &c.ProgressEvery, "progress-every", 30*time.Second, "how often a line says where a pass that runs long stands")
+	durationVar(fs, &c.UsageEvery, "usage-every", 5*time.Minute, "how often each consumer's database size and connections are read, in one query (0: never)")
 	fs.BoolVar(&c.MetricsPerConsumer, "metrics-per-consumer", false, "each consumer's database size and connections on /metrics: a series per consumer")
 	fs.StringVar(&c.LogFormat, "log-format", logger.Text, "text: one line per event on stderr, as alerts match them; json: the same as JSON objects")
 	c.LogLevel = slog.LevelInfo
