@@ -37,6 +37,9 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 	doc, err := fetchStatus(ctx, *listen, 10*time.Second)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner status: %v\n", err)
+		if errors.As(err, new(badAddress)) {
+			return 2
+		}
 		return 1
 	}
 	writeStatus(stdout, doc, time.Now())
@@ -46,6 +49,9 @@ func statusCommand(ctx context.Context, args []string, env map[string]string, st
 	return 0
 }
 
+// badAddress is fetchStatus's error where listen is no address to ask: bad usage.
+type badAddress struct{ error }
+
 // fetchStatus is the /status of the provisioner listening at listen, asked within wait.
 func fetchStatus(ctx context.Context, listen string, wait time.Duration) (statusDoc, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -53,7 +59,7 @@ func fetchStatus(ctx context.Context, listen string, wait time.Duration) (status
 	var doc statusDoc
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/status", nil)
 	if err != nil {
-		return doc, err
+		return doc, badAddress{err}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

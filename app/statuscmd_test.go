@@ -63,3 +63,12 @@ func TestStatusExitsOneWhereNothingAnswers(t *testing.T) {
 	is.Equal(out, "")
 	is.True(strings.HasPrefix(errOut, "provisioner status: no provisioner answers at "+addr+": ")) // and says where it asked
 }
+
+// An --listen that is no address to ask is bad usage (2), said as the request's own error.
+func TestStatusExitsTwoOnAnAddressThatCannotBeAsked(t *testing.T) {
+	is := is.New(t)
+	code, out, errOut := statusOf(t, "bad host:1")
+	is.Equal(code, 2)
+	is.Equal(out, "")
+	is.True(strings.HasPrefix(errOut, `provisioner status: parse "http://bad host:1/status": `))
+}
