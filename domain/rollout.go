@@ -110,8 +110,6 @@ func (s *stager) resumeRollouts() (any bool) {
 func (h *Harness) stage(checks []*item) {
 	s := &h.stages
 	for _, it := range checks { // first what is held, so that a change some consumer has is not new
-		it.updates = nil
-		it.p.Updates = nil
 		if !it.asked || it.checked.Err != nil {
 			continue
 		}

@@ -15,9 +15,6 @@ import (
 // and the one that timed out (once), are asked on the next pass, which starts where this one
 // stopped, so that a timeout never leaves the consumers after it unchecked for good.
 func (h *Harness) run(ctx context.Context, items []*item) {
-	for _, it := range items { // a pass's items are the last one's: no staged change is let through twice
-		it.updates, it.p.Updates = nil, nil
-	}
 	h.refuseClashes(items)
 	h.creates(ctx, items, "creating", func(it *item) bool { return it.act == create && !it.called })
 
