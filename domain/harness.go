@@ -165,6 +165,13 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 		cfg.OnWithdraw = Retain
 	}
 	cfg.Parallel = max(cfg.Parallel, 1)
+	switch {
+	case cfg.Soak == 0:
+		cfg.Soak = DefaultSoak
+	case cfg.Soak < 0:
+		cfg.Soak = 0
+	}
+	cfg.Canaries = max(cfg.Canaries, 1)
 	if cfg.LoginCheckEvery <= 0 {
 		cfg.LoginCheckEvery = DefaultLoginCheckEvery
 	}

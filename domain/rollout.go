@@ -83,17 +83,6 @@ func newStager() stager {
 	return stager{rollouts: map[string]*rollout{}, held: map[string]map[string]time.Time{}, said: map[string]string{}}
 }
 
-// soak is Config.Soak with its default.
-func (h *Harness) soak() time.Duration {
-	switch {
-	case h.cfg.Soak == 0:
-		return DefaultSoak
-	case h.cfg.Soak < 0:
-		return 0
-	}
-	return h.cfg.Soak
-}
-
 // resumeRollouts resumes every halted rollout (SIGHUP), and answers whether one was: the next
 // pass then checks every consumer, so that it goes on at once.
 func (s *stager) resumeRollouts() (any bool) {
@@ -168,10 +157,10 @@ func (h *Harness) stage(checks []*item) {
 		if r.halted != "" {
 			continue
 		}
-		if from, seats := s.soakedFrom(key, h.canaries()); !r.open && !from.IsZero() && !now.Before(from.Add(h.soak())) {
+		if from, seats := s.soakedFrom(key, h.cfg.Canaries); !r.open && !from.IsZero() && !now.Before(from.Add(h.cfg.Soak)) {
 			r.open = true
 			h.say(slog.LevelInfo, "", "rollout of %s: the canaries (%s) held it for %s; the rest follow", r.key,
-				strings.Join(seats, ", "), h.soak())
+				strings.Join(seats, ", "), h.cfg.Soak)
 		}
 		for _, it := range inOrder {
 			as := it.c.as
@@ -179,7 +168,7 @@ func (h *Harness) stage(checks []*item) {
 				continue
 			}
 			if !r.open && !slices.Contains(r.canaries, as) {
-				if s.seats(key, r.canaries) >= h.canaries() {
+				if s.seats(key, r.canaries) >= h.cfg.Canaries {
 					continue
 				}
 				r.canaries = append(r.canaries, as)
@@ -191,9 +180,6 @@ func (h *Harness) stage(checks []*item) {
 		it.p.Updates = it.updates
 	}
 }
-
-// canaries is Config.Canaries, at least one.
-func (h *Harness) canaries() int { return max(h.cfg.Canaries, 1) }
 
 // hold notes that as holds the change key, found so or made so at now.
 func (s *stager) hold(key, as string, now time.Time) {
@@ -363,8 +349,8 @@ func (h *Harness) rolloutViews() []Rollout {
 		sort.Strings(from)
 		v := Rollout{Key: r.key, Subject: r.subject, From: strings.Join(from, ", "), To: r.to, Done: len(r.done),
 			Total: len(r.done) + len(r.waiting), Canaries: slices.Clone(r.canaries), Halted: r.halted}
-		if from, seats := h.stages.soakedFrom(key, h.canaries()); !r.open && !from.IsZero() {
-			v.FollowAt, v.Canaries = from.Add(h.soak()), seats // those soaking it, found holding it or made so
+		if from, seats := h.stages.soakedFrom(key, h.cfg.Canaries); !r.open && !from.IsZero() {
+			v.FollowAt, v.Canaries = from.Add(h.cfg.Soak), seats // those soaking it, found holding it or made so
 		}
 		out = append(out, v)
 	}
