@@ -157,10 +157,12 @@ func (h *Harness) stage(checks []*item) {
 		if r.halted != "" {
 			continue
 		}
-		if from, seats := s.soakedFrom(key, h.cfg.Canaries); !r.open && !from.IsZero() && !now.Before(from.Add(h.cfg.Soak)) {
-			r.open = true
-			h.say(slog.LevelInfo, "", "rollout of %s: the canaries (%s) held it for %s; the rest follow", r.key,
-				strings.Join(seats, ", "), h.cfg.Soak)
+		if !r.open {
+			if from, seats := s.soakedFrom(key, h.cfg.Canaries); !from.IsZero() && !now.Before(from.Add(h.cfg.Soak)) {
+				r.open = true
+				h.say(slog.LevelInfo, "", "rollout of %s: the canaries (%s) held it for %s; the rest follow", r.key,
+					strings.Join(seats, ", "), h.cfg.Soak)
+			}
 		}
 		for _, it := range inOrder {
 			as := it.c.as
@@ -349,8 +351,10 @@ func (h *Harness) rolloutViews() []Rollout {
 		sort.Strings(from)
 		v := Rollout{Key: r.key, Subject: r.subject, From: strings.Join(from, ", "), To: r.to, Done: len(r.done),
 			Total: len(r.done) + len(r.waiting), Canaries: slices.Clone(r.canaries), Halted: r.halted}
-		if from, seats := h.stages.soakedFrom(key, h.cfg.Canaries); !r.open && !from.IsZero() {
-			v.FollowAt, v.Canaries = from.Add(h.cfg.Soak), seats // those soaking it, found holding it or made so
+		if !r.open {
+			if from, seats := h.stages.soakedFrom(key, h.cfg.Canaries); !from.IsZero() {
+				v.FollowAt, v.Canaries = from.Add(h.cfg.Soak), seats // those soaking it, found holding it or made so
+			}
 		}
 		out = append(out, v)
 	}
