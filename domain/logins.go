@@ -71,12 +71,18 @@ func (h *Harness) loginDue(items []*item) bool {
 	}
 	now := h.clock.Now()
 	for _, it := range items {
-		if c := it.c; it.usable() && c.applied && c.hash == it.hash && !now.Before(c.lost.nextAt) &&
-			(c.loginDue.IsZero() || !now.Before(c.loginDue)) {
+		if c := it.c; it.loginable(now) && (c.loginDue.IsZero() || !now.Before(c.loginDue)) {
 			return true
 		}
 	}
 	return false
+}
+
+// loginable is whether the consumer of it may have its login checked at now: its secret usable,
+// applied as it asks now, and not braked.
+func (it *item) loginable(now time.Time) bool {
+	c := it.c
+	return it.usable() && c.applied && c.hash == it.hash && !now.Before(c.lost.nextAt)
 }
 
 // grantLogins sets Provision.Login for the consumers whose login check this pass makes: every
@@ -95,8 +101,7 @@ func (h *Harness) grantLogins(items []*item) {
 	var due []*item
 	for _, it := range items {
 		c := it.c
-		if !it.usable() || !c.applied || c.hash != it.hash || now.Before(c.lost.nextAt) ||
-			it.act != check && it.act != nothing {
+		if !it.loginable(now) || it.act != check && it.act != nothing {
 			continue
 		}
 		if c.loginDue.IsZero() { // after a start: the first ones spread over the interval
@@ -155,5 +160,5 @@ func (h *Harness) loggedIn(it *item) {
 // loginAtNextVerify makes c, just created, rotated or repaired, due its login check at the next
 // verify pass.
 func (h *Harness) loginAtNextVerify(c *consumer) {
-	c.loginDue = h.verifiedAt.Add(h.cfg.VerifyEvery)
+	c.loginDue = h.nextVerify()
 }

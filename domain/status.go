@@ -47,7 +47,7 @@ func (h *Harness) setState(c *consumer, s State, lastError string) {
 	}
 	st.NextCheck = time.Time{}
 	if c.applied {
-		st.NextCheck = h.verifiedAt.Add(h.cfg.VerifyEvery)
+		st.NextCheck = h.nextVerify()
 		if c.lost.nextAt.After(st.NextCheck) {
 			st.NextCheck = c.lost.nextAt
 		}
@@ -116,3 +116,6 @@ func (h *Harness) leavingViews() []Leaving {
 	sort.Slice(out, func(i, j int) bool { return out[i].As < out[j].As })
 	return out
 }
+
+// nextVerify is when the next verify pass is due.
+func (h *Harness) nextVerify() time.Time { return h.verifiedAt.Add(h.cfg.VerifyEvery) }
