@@ -58,6 +58,10 @@ type secretMemo struct {
 	hashed      bool
 }
 
+// loud is whether the n-th pass a secret, or a folder of them, could not be read is said
+// loudly: once patience is over, then every loudlyEvery-th.
+func loud(n int) bool { return n == patiently+1 || n%loudlyEvery == 0 }
+
 // secretUnreadable counts a pass on which g's secret could not be read and says so: patiently
 // at first (the host may write it after the contributions file), then loudly, then rarely.
 func (h *Harness) secretUnreadable(c *consumer, g contribution, err error) {
@@ -66,7 +70,7 @@ func (h *Harness) secretUnreadable(c *consumer, g contribution, err error) {
 	switch {
 	case n <= patiently:
 		h.say(slog.LevelInfo, g.As, "%s: secret not readable yet (%s): %v", g.As, g.Secret, err)
-	case n == patiently+1 || n%loudlyEvery == 0:
+	case loud(n):
 		h.say(slog.LevelError, g.As, "%s: CANNOT READ the secret after %d attempts (%s): %v. This is not a race any more — "+
 			"nothing has been provisioned for this consumer and nothing will be until somebody looks. "+
 			"Check who owns the file and who this process runs as (novox/hq issue 225)", g.As, n, g.Secret, err)
@@ -178,7 +182,7 @@ func (h *Harness) folderUnreadable(f *folderCause) {
 	case n == 1:
 		h.say(slog.LevelInfo, "", "secrets of %d consumers not readable yet: their folder %s cannot be entered: %s",
 			f.logins, f.dir, f.text)
-	case n == patiently+1 || n%loudlyEvery == 0:
+	case loud(n):
 		h.say(slog.LevelError, "", "CANNOT READ the secrets of %d consumers after %d attempts: their folder %s cannot be "+
 			"entered: %s. This is not a race any more — nothing has been provisioned for these consumers and nothing will "+
 			"be until somebody looks. Check who owns the folder and who this process runs as (novox/hq issue 225)",
