@@ -1,8 +1,11 @@
 package domain
 
 import (
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Progress is where the pass under way stands, for those who watch a long one (an operator's
@@ -83,6 +86,12 @@ func (h *Harness) returned(n int, it *item) {
 	p.Done += n
 	switch {
 	case it == nil:
+	case it.act == check && it.checked.Held:
+		// Held, and let make a staged change (settleCheck): no re-apply, and a failed update
+		// halts its rollout rather than failing the consumer.
+		if failed := new(ports.UpdateFailed); it.err != nil && !errors.As(it.err, &failed) {
+			p.Failures++
+		}
 	case it.err != nil:
 		p.Failures++
 	case it.act == drop:

@@ -63,3 +63,25 @@ func TestProgressBeforeACallReturnedHasNoEstimate(t *testing.T) {
 	_, ok := p.Left(time.Now())
 	is.True(!ok) // nothing to go on yet
 }
+
+// A staged change let through for a consumer that is held is made by a Create, which is no
+// re-apply, and whose failed update halts its rollout rather than counting as a failure: the
+// Progress counts what the Report counts, so the counters that move with it agree with it.
+func TestProgressCountsAStagedChangeAsTheReportDoes(t *testing.T) {
+	is := is.New(t)
+	w, _ := rolloutWorld(t, 3, domain.Config{Soak: -1})
+	r := w.pass(time.Minute) // the canary updated, then the rest at once (no soak)
+	is.True(len(w.backend.updates()) > 0)
+	p := w.h.Progress()
+	is.Equal([]int{p.Created, p.Reapplied, p.Failures}, []int{r.Created, r.Reapplied, r.Failures})
+
+	w, _ = rolloutWorld(t, 3, domain.Config{})
+	w.backend.mu.Lock()
+	w.backend.failUpdate = map[string]string{"extension vector -> 0.8.6": "division by zero"}
+	w.backend.mu.Unlock()
+	r = w.pass(time.Minute) // the canary's update fails: its rollout halts
+	is.Equal(len(r.Rollouts), 1)
+	is.True(r.Rollouts[0].Halted != "")
+	p = w.h.Progress()
+	is.Equal([]int{p.Created, p.Reapplied, p.Failures}, []int{r.Created, r.Reapplied, r.Failures})
+}
