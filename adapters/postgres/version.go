@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/novox/postgres-provider/adapters/postgres/scram"
 )
 
 // The PostgreSQL versions the provider supports: the oldest it runs on, and the newest it is
@@ -73,8 +75,8 @@ func majorOf(version string) (int, bool) {
 // computes cost what the server's own would.
 func sessionIterations(conn *pgconn.PgConn) int {
 	n, err := strconv.Atoi(conn.ParameterStatus("scram_iterations"))
-	if err != nil || n < 1 || n > maxIterations {
-		return scramIterations
+	if err != nil || n < 1 || n > scram.MaxIterations {
+		return scram.DefaultIterations
 	}
 	return n
 }
