@@ -128,12 +128,6 @@ func settingValue(name string, v any) (*string, error) {
 	return &s, nil
 }
 
-// The SQLSTATEs of a value the server rejects for a setting.
-const (
-	invalidParameterValue     = "22023"
-	invalidTextRepresentation = "22P02"
-)
-
 // settingLiteral quotes a setting's value as a string constant whatever
 // standard_conforming_strings says: an escape string, backslashes and quotes doubled.
 func settingLiteral(s string) string {

@@ -19,14 +19,6 @@ const (
 	NewestMajor = 18
 )
 
-// unsupported is a server older than OldestMajor.
-type unsupported struct{ version string }
-
-func (u unsupported) Error() string {
-	return fmt.Sprintf("is PostgreSQL %s, older than %d: the provider supports PostgreSQL %d to %d; upgrade the server",
-		u.version, OldestMajor, OldestMajor, NewestMajor)
-}
-
 // serverChecked runs on every connection the Backend opens, before its first statement: the
 // server's version, which the server reports as it lets the provider in, is read, and an older
 // server than OldestMajor is refused (the connection fails, and so does Managed, with a line
