@@ -19,7 +19,6 @@ func (h *Harness) settle(items []*item, r *Report) {
 		switch {
 		case h.settleSecret(it):
 		case it.act == nothing:
-			h.setState(c, h.state(c), "")
 		case it.act == create:
 			h.settleCreate(it, 0, r)
 		case !it.asked:
@@ -27,22 +26,21 @@ func (h *Harness) settle(items []*item, r *Report) {
 			if it.notAsked {
 				r.Unchecked++
 			}
-			h.setState(c, h.stateOrUnchecked(c), "")
 		case it.checked.Err != nil:
 			// Unable to ask is not evidence of loss.
 			r.Unchecked++
 			r.CheckErrors++
-			text := h.scrubbed(c, it.checked.Err)
+			it.said = h.scrubbed(c, it.checked.Err)
 			if s := shared[causeOf(it.checked.Err)]; s != nil {
 				h.sayShared(s)
-			} else if again(&c.uncheckable, text) {
-				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), text)
+			} else if again(&c.uncheckable, it.said) {
+				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), it.said)
 			}
-			h.setState(c, h.stateOrUnchecked(c), text)
 		default:
 			c.uncheckable = nil
 			h.settleCheck(it, r)
 		}
+		h.show(it)
 	}
 	r.Consumers, r.Status = h.views(items)
 }
@@ -60,19 +58,15 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		if it.act == confirm {
 			h.consumers.applied(c, it.hash, it.g.shape, false)
 		}
-		text := ""
 		if it.called && it.err != nil { // held, and a staged change's create failed otherwise
 			r.Failures++
-			text = h.createFailed(c, it.err)
+			it.said = h.createFailed(c, it.err)
 		}
-		h.setState(c, h.state(c), text)
 		return
 	}
 	st.Drift = it.checked.Drift
 	if !it.called {
-		// Not held, and not applied again: the pass was stopped first.
-		h.setState(c, h.stateOrUnchecked(c), "")
-		return
+		return // not held, and not applied again: the pass was stopped first
 	}
 	if it.act == confirm {
 		// Made before this process started (or by another replica), and not as asked now: a
@@ -98,13 +92,11 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	c := it.c
 	if !it.called {
-		// The pass was stopped before it: left as it was, for the next start.
-		h.setState(c, h.stateOrUnchecked(c), "")
-		return
+		return // the pass was stopped before it: left as it was, for the next start
 	}
 	if it.err != nil {
 		r.Failures++
-		text := h.createFailed(c, it.err)
+		it.said = h.createFailed(c, it.err)
 		refused := errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid)
 		switch {
 		case reapplying > 0 && !refused:
@@ -121,7 +113,6 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		default:
 			c.refusal = nil // transient: tried again next pass
 		}
-		h.setState(c, StateFailing, text)
 		return
 	}
 	c.refusal = nil
@@ -135,7 +126,6 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	if reapplying == 0 {
 		r.Created++
 		c.lost = brake{}
-		h.setState(c, StateApplied, "")
 		return
 	}
 	r.Reapplied++
@@ -144,7 +134,6 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	if reapplying > 1 {
 		h.say(slog.LevelWarn, c.as, "%s: next check in %s", c.as, wait.Round(time.Second))
 	}
-	h.setState(c, StateBraked, "")
 }
 
 // eventOf is what a create that succeeded did, for the audit trail, and its line: said before
@@ -200,8 +189,9 @@ func (h *Harness) settleUnchecked(items []*item, r *Report) {
 	for _, it := range items {
 		if !h.settleSecret(it) {
 			r.Unchecked++
-			h.setState(it.c, h.stateOrUnchecked(it.c), r.ServerProblem)
+			it.said = r.ServerProblem
 		}
+		h.show(it)
 	}
 	r.Consumers, r.Status = h.views(items)
 }
@@ -213,12 +203,10 @@ func (h *Harness) settleSecret(it *item) bool {
 	case it.unreadable != nil && h.folders[it.folder] != nil:
 		h.folderUnreadable(h.folders[it.folder])
 		it.c.waiting = 0 // patient again once the folder can be entered
-		h.setState(it.c, StateWaitingForSecret, "")
 	case it.unreadable != nil:
 		h.secretUnreadable(it.c, it.g, it.unreadable)
-		h.setState(it.c, StateWaitingForSecret, "")
 	case it.refused != nil:
-		h.setState(it.c, StateFailing, h.secretRefused(it.c, it.g, it.refused))
+		it.said = h.secretRefused(it.c, it.g, it.refused)
 	default:
 		return false
 	}
