@@ -371,7 +371,7 @@ func planUpdates(p *Planned, f ports.Foresight, off bool) {
 		case off:
 			p.Why = append(p.Why, u.Word+"; not updated (extension updates are off)")
 		default:
-			if p.Act == "" {
+			if p.Act == string(ports.ActNone) {
 				p.Act = PlanUpdate
 			}
 			p.Why = append(p.Why, u.Step)
@@ -379,7 +379,3 @@ func planUpdates(p *Planned, f ports.Foresight, off bool) {
 	}
 	p.Why = append(p.Why, f.Kept...)
 }
-
-// PlanUpdate is the act of a consumer held as asked but for staged changes it is due (an
-// extension's newer version), made as its rollout allows.
-const PlanUpdate = "update"
