@@ -30,7 +30,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 	items := h.itemPtrs[:len(given)]
 	for i, g := range given {
 		it := &h.items[i]
-		c := h.consumers.of(g.As)
+		c := h.consumers.add(g.As)
 		*it = item{c: c, g: g, index: i}
 		items[i] = it
 		pw, unreadable, refused := h.readSecret(c, g.Secret)

@@ -33,7 +33,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 			it.said = h.scrubbed(c, it.checked.Err)
 			if s := shared[causeOf(it.checked.Err)]; s != nil {
 				h.sayShared(s)
-			} else if again(&c.uncheckable, it.said) {
+			} else if tally(&c.uncheckable, it.said) {
 				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), it.said)
 			}
 		default:
@@ -56,7 +56,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
-			h.consumers.applied(c, it.hash, it.g.shape, false)
+			h.consumers.markApplied(c, it.hash, it.g.shape, false)
 		}
 		if it.called && it.err != nil { // held, and a staged change's create failed otherwise
 			r.Failures++
@@ -107,7 +107,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 			// another's): no longer applied, so that it waits as any refused create does, rather
 			// than being checked, found lost and applied again at every verify pass.
 			if reapplying > 0 {
-				h.consumers.unapplied(c)
+				h.consumers.markUnapplied(c)
 			}
 			h.backOff(it)
 		default:
@@ -121,7 +121,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		c.failing = nil
 	}
 	h.audit(h.eventOf(it, reapplying))
-	h.consumers.applied(c, it.hash, it.g.shape, true)
+	h.consumers.markApplied(c, it.hash, it.g.shape, true)
 	h.loginAtNextVerify(c)
 	if reapplying == 0 {
 		r.Created++
@@ -164,7 +164,7 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 // loudlyEvery-th time; a different error starts the count again. It answers the error's text.
 func (h *Harness) createFailed(c *consumer, err error) string {
 	text := h.scrubbed(c, err)
-	if again(&c.failing, text) {
+	if tally(&c.failing, text) {
 		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
 	}
 	return text
@@ -228,7 +228,7 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 				verb = "drop"
 			}
 			text := h.scrubbed(c, it.err)
-			if c.removing.again(text) {
+			if c.removing.tally(text) {
 				h.say(slog.LevelWarn, c.as, "%s: %s failed%s: %s", c.as, verb, h.retrying(", will retry"), text)
 			}
 			continue
@@ -239,19 +239,19 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 		if it.act == drop {
 			r.Dropped++
 			h.audit(c, "dropped", c.as+": dropped: its login and data are gone")
-			h.consumers.dropped(c)
+			h.consumers.forget(c)
 			continue
 		}
 		h.audit(c, "withdrawn", c.as+": withdrawn: its login taken away, its data kept")
-		h.consumers.withdrawn(c, h.clock.Now())
+		h.consumers.markWithdrawn(c, h.clock.Now())
 	}
 }
 
-// again counts text once more in *r, made at the first, and reports whether this time is one
-// to say.
-func again(r **repeat, text string) bool {
+// tally counts text once more in *r, made at the first, and reports whether this time is one
+// to say: a consumer's repeats are nil until something fails.
+func tally(r **repeat, text string) (say bool) {
 	if *r == nil {
 		*r = &repeat{}
 	}
-	return (*r).again(text)
+	return (*r).tally(text)
 }
