@@ -18,7 +18,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 		c := it.c
 		switch {
 		case h.settleSecret(it):
-		case it.act == nothing:
+		case it.act == nothing: // unchanged and not due a check, or backing off: shown as it stands
 		case it.act == create:
 			h.settleCreate(it, 0, r)
 		case !it.asked:
