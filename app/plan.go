@@ -14,6 +14,7 @@ import (
 	"github.com/novox/postgres-provider/adapters/files"
 	"github.com/novox/postgres-provider/adapters/logger"
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Exit codes of `provisioner plan`.
@@ -156,7 +157,7 @@ func writePlan(w io.Writer, p domain.Preview, now time.Time) {
 		act, when := c.Act, "-"
 		if act == "" {
 			act = "-"
-		} else if act != domain.PlanWait && act != "refuse" {
+		} else if act != domain.PlanWait && act != string(ports.ActRefuse) {
 			when = "next pass"
 		}
 		if !c.At.IsZero() {
@@ -180,9 +181,9 @@ func writePlan(w io.Writer, p domain.Preview, now time.Time) {
 	}
 	tw.Flush()
 	var summary []string
-	for _, act := range []string{"create", "adopt", "repair", "refuse", domain.PlanWithdraw, domain.PlanDrop, domain.PlanWait} {
-		if counts[act] > 0 {
-			summary = append(summary, fmt.Sprintf("%d %s", counts[act], act))
+	for _, act := range []ports.Act{ports.ActCreate, ports.ActAdopt, ports.ActRepair, ports.ActRefuse, ports.ActWithdraw, ports.ActDrop, ports.ActWait} {
+		if counts[string(act)] > 0 {
+			summary = append(summary, fmt.Sprintf("%d %s", counts[string(act)], act))
 		}
 	}
 	if counts[""] > 0 {

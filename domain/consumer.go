@@ -77,8 +77,8 @@ type store struct {
 
 func newStore() store { return store{by: map[string]*consumer{}, changes: 1, dirty: true} }
 
-// of is the consumer as, made if the loop knew nothing of it.
-func (s *store) of(as string) *consumer {
+// add makes the consumer as where the loop knew nothing of it, and answers it either way.
+func (s *store) add(as string) *consumer {
 	c := s.by[as]
 	if c == nil {
 		c = &consumer{as: as}
@@ -109,7 +109,7 @@ func (s *store) forgetIfIdle(c *consumer) {
 func (s *store) list(given []contribution) {
 	listed := make(map[string]bool, len(given))
 	for _, g := range given {
-		s.of(g.As).listed = true
+		s.add(g.As).listed = true
 		listed[g.As] = true
 	}
 	for as, c := range s.by {
@@ -125,9 +125,9 @@ func (s *store) list(given []contribution) {
 	s.dirty = true
 }
 
-// applied marks c applied as hash (and shape, without the password) asks, and, where made,
+// markApplied marks c applied as hash (and shape, without the password) asks, and, where made,
 // recorded and active.
-func (s *store) applied(c *consumer, hash, shape [sha256.Size]byte, made bool) {
+func (s *store) markApplied(c *consumer, hash, shape [sha256.Size]byte, made bool) {
 	c.applied, c.hash, c.shape = true, hash, shape
 	if made {
 		c.record, c.recorded = ports.Managed{As: c.as}, true
@@ -136,15 +136,16 @@ func (s *store) applied(c *consumer, hash, shape [sha256.Size]byte, made bool) {
 	s.changes++
 }
 
-// unapplied marks c no longer applied by this process: what it applied was lost and may not be
-// made again. Its record, where the backend still has one, is what it manages.
-func (s *store) unapplied(c *consumer) {
+// markUnapplied marks c no longer applied by this process: what it applied was lost and may not
+// be made again. Its record, where the backend still has one, is what it manages.
+func (s *store) markUnapplied(c *consumer) {
 	c.applied, c.lost = false, brake{}
 	s.changes++
 }
 
-// withdrawn marks c withdrawn at now: its login gone, its data kept.
-func (s *store) withdrawn(c *consumer, now time.Time) {
+// markWithdrawn marks c withdrawn at now: its login gone, its data kept, its password forgotten
+// with its login.
+func (s *store) markWithdrawn(c *consumer, now time.Time) {
 	c.applied, c.lost, c.removing = false, brake{}, nil
 	c.record, c.recorded = ports.Managed{As: c.as, Withdrawn: true, Since: now}, true
 	c.seenWithdrawn = now
@@ -152,14 +153,11 @@ func (s *store) withdrawn(c *consumer, now time.Time) {
 	s.changes++
 }
 
-// dropped forgets c: nothing of it is left on the backend.
-func (s *store) dropped(c *consumer) { s.forget(c) }
-
 // recordIs takes the backend's record as what it manages now.
 func (s *store) recordIs(managed []ports.Managed) {
 	inRecord := make(map[string]bool, len(managed))
 	for _, m := range managed {
-		c := s.of(m.As)
+		c := s.add(m.As)
 		if !m.Withdrawn {
 			c.seenWithdrawn = time.Time{} // back: a later withdrawal counts afresh
 		}

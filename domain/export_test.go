@@ -15,3 +15,7 @@ func (h *Harness) Parses() int { return h.file.parses }
 
 // UntilNext is how long Run would wait for its next pass.
 func (h *Harness) UntilNext() time.Duration { return h.untilNext() }
+
+// SaidUpdates counts what the loop remembers having said of changes not made, by consumer and
+// change.
+func (h *Harness) SaidUpdates() int { return len(h.stages.said) }

@@ -30,7 +30,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 	items := h.itemPtrs[:len(given)]
 	for i, g := range given {
 		it := &h.items[i]
-		c := h.consumers.of(g.As)
+		c := h.consumers.add(g.As)
 		*it = item{c: c, g: g, index: i}
 		items[i] = it
 		pw, unreadable, refused := h.readSecret(c, g.Secret)
@@ -66,22 +66,18 @@ func fingerprint(c *consumer, g contribution, pw string) [sha256.Size]byte {
 	return hash
 }
 
-// anyChanged is whether some consumer is not applied as it now asks to be.
-func anyChanged(items []*item) bool {
+// pending walks items once for what makes a pass use the backend though it is no verify pass:
+// a check the last pass left unanswered, or a consumer not applied as it now asks (changed);
+// and else whether a login check is due (loginDue). One walk: an idle pass at many consumers
+// makes it every time.
+func (h *Harness) pending(items []*item) (changed, loginDue bool) {
+	byLogin, now := h.byLogin(), h.clock.Now()
 	for _, it := range items {
-		if it.usable() && (!it.c.applied || it.c.hash != it.hash) {
-			return true
+		c := it.c
+		if c.isUnasked || it.usable() && (!c.applied || c.hash != it.hash) {
+			return true, false
 		}
+		loginDue = loginDue || byLogin && it.loginDue(now)
 	}
-	return false
-}
-
-// anyUnasked is whether some consumer's check went unanswered on the last pass.
-func anyUnasked(items []*item) bool {
-	for _, it := range items {
-		if it.c.isUnasked {
-			return true
-		}
-	}
-	return false
+	return false, loginDue
 }

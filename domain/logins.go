@@ -63,19 +63,11 @@ func (h *Harness) byLogin() bool {
 	return ok && lc.ChecksByLogin()
 }
 
-// loginDue is whether some applied consumer of items is due its login check by now: the
-// backend is used this pass even where it is not a verify pass.
-func (h *Harness) loginDue(items []*item) bool {
-	if !h.byLogin() {
-		return false
-	}
-	now := h.clock.Now()
-	for _, it := range items {
-		if c := it.c; it.loginable(now) && (c.loginDue.IsZero() || !now.Before(c.loginDue)) {
-			return true
-		}
-	}
-	return false
+// loginDue is whether the consumer of it is due its login check by now: the backend is used
+// this pass even where it is not a verify pass (pending).
+func (it *item) loginDue(now time.Time) bool {
+	c := it.c
+	return it.loginable(now) && (c.loginDue.IsZero() || !now.Before(c.loginDue))
 }
 
 // loginable is whether the consumer of it may have its login checked at now: its secret usable,

@@ -65,7 +65,12 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	items := h.readSecrets(given)
 	leaving := h.planLeaving()
-	if !h.recordRead || verifying || anyUnasked(items) || anyChanged(items) || h.due(leaving) || h.loginDue(items) {
+	use := !h.recordRead || verifying
+	if !use {
+		changed, loginDue := h.pending(items)
+		use = changed || h.due(leaving) || loginDue
+	}
+	if use {
 		// The backend is used this pass: first as a whole, which also reads its record.
 		if !h.readRecord(ctx, &r) {
 			h.settleUnchecked(items, &r)

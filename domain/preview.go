@@ -15,23 +15,27 @@ import (
 // do (Foresee, which changes nothing), and decides each withdrawal with the pass's own rules
 // (leaving, hold, settled, the drop delay). It takes no lease and changes nothing.
 
-// The acts of a Planned consumer beyond the backend's (create, adopt, repair, refuse).
+// Planned.Act's words for the acts the loop decides, as ports.Act declares them (the backend's
+// are its Foresee's answer): a string, as Planned.Act is.
 const (
 	// PlanWithdraw: no longer listed, still active: its login is taken away (At: when, where
 	// it waits for the file to settle; Held: a mass withdrawal).
-	PlanWithdraw = "withdraw"
+	PlanWithdraw = string(ports.ActWithdraw)
 	// PlanDrop: no longer listed, and dropped with its data (At: when).
-	PlanDrop = "drop"
+	PlanDrop = string(ports.ActDrop)
 	// PlanWait: listed, and its secret cannot be used yet: nothing is done for it.
-	PlanWait = "wait"
+	PlanWait = string(ports.ActWait)
+	// PlanUpdate: held as asked but for staged changes it is due (an extension's newer
+	// version), made as its rollout allows (Why: each change).
+	PlanUpdate = string(ports.ActUpdate)
 )
 
 // Planned is what a pass would do for one consumer.
 type Planned struct {
 	// As is the consumer's login.
 	As string `json:"as"`
-	// Act is create, adopt, repair, refuse, withdraw, drop or wait; "" where nothing is to be
-	// done.
+	// Act is a ports.Act's word: create, adopt, repair, refuse, update, withdraw, drop or wait;
+	// "" (ports.ActNone) where nothing is to be done. A string, as it is printed and encoded.
 	Act string `json:"act"`
 	// Why says what makes the act, in words an operator reads: what drifted, what adoption
 	// changes, why it is refused, why a withdrawal waits.

@@ -76,7 +76,7 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 func (h *Harness) serverProblem(err error, r *Report) {
 	text := h.scrubbed(nil, err)
 	r.ServerProblem = text
-	if h.server.again(text) {
+	if h.server.tally(text) {
 		consequence := "nothing is created, checked or withdrawn until this is resolved"
 		if errors.Is(err, ports.ErrInRecovery) {
 			consequence = "nothing is created, checked or withdrawn until it is promoted or the URL names a primary"

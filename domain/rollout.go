@@ -83,6 +83,17 @@ func newStager() stager {
 	return stager{rollouts: map[string]*rollout{}, held: map[string]map[string]time.Time{}, said: map[string]string{}}
 }
 
+// forgetSaid forgets what was said of as's changes, once it is withdrawn or dropped: the memory
+// would otherwise grow with every consumer that ever went.
+func (s *stager) forgetSaid(as string) {
+	prefix := as + "\x00"
+	for k := range s.said {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.said, k)
+		}
+	}
+}
+
 // resumeRollouts resumes every halted rollout (SIGHUP), and answers whether one was: the next
 // pass then checks every consumer, so that it goes on at once.
 func (s *stager) resumeRollouts() (any bool) {
@@ -371,7 +382,7 @@ func planUpdates(p *Planned, f ports.Foresight, off bool) {
 		case off:
 			p.Why = append(p.Why, u.Word+"; not updated (extension updates are off)")
 		default:
-			if p.Act == "" {
+			if p.Act == string(ports.ActNone) {
 				p.Act = PlanUpdate
 			}
 			p.Why = append(p.Why, u.Step)
@@ -379,7 +390,3 @@ func planUpdates(p *Planned, f ports.Foresight, off bool) {
 	}
 	p.Why = append(p.Why, f.Kept...)
 }
-
-// PlanUpdate is the act of a consumer held as asked but for staged changes it is due (an
-// extension's newer version), made as its rollout allows.
-const PlanUpdate = "update"

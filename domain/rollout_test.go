@@ -229,3 +229,22 @@ func TestThePlanShowsTheUpdatesDue(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(plan.Consumers[0], domain.Planned{As: "c00", Why: []string{"extension vector 0.8.0, wanted 0.8.6; not updated (extension updates are off)"}})
 }
+
+// What was said of a consumer's refused change is forgotten once it is withdrawn: the memory
+// does not grow with every consumer that ever went.
+func TestWhatWasSaidOfAChangeGoesWithTheConsumer(t *testing.T) {
+	is := is.New(t)
+	w, _ := rolloutWorld(t, 2, domain.Config{})
+	u := vectorUpdate()
+	u.Key, u.Step, u.Refused = "extension vector -> 0.7.0", "update vector 0.8.0 -> 0.7.0", "never downgraded"
+	w.backend.mu.Lock()
+	w.backend.due["c00"], w.backend.due["c01"] = []ports.Update{u}, []ports.Update{u}
+	w.backend.mu.Unlock()
+	w.pass(time.Minute)
+	is.Equal(w.h.SaidUpdates(), 2) // said of both
+	w.contributions(consumer("c01", "/s/c01"))
+	w.pass(time.Minute)
+	w.pass(settle)
+	is.Equal(len(w.backend.removes), 1) // c00 withdrawn
+	is.Equal(w.h.SaidUpdates(), 1)      // and what was said of it forgotten
+}

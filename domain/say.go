@@ -24,8 +24,8 @@ type repeat struct {
 	times int
 }
 
-// again counts text once more and reports whether this time is one to say.
-func (r *repeat) again(text string) bool {
+// tally counts text once more and reports whether this time is one to say.
+func (r *repeat) tally(text string) (say bool) {
 	if r.text != text {
 		*r = repeat{text: text}
 	}
@@ -148,7 +148,7 @@ func (h *Harness) sayShared(s *sharedCause) {
 		rep = &repeat{}
 		h.shared[s.text] = rep
 	}
-	if !rep.again(s.text) {
+	if !rep.tally(s.text) {
 		return
 	}
 	who := strings.Join(s.logins[:min(3, len(s.logins))], ", ")

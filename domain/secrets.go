@@ -82,7 +82,7 @@ func (h *Harness) secretUnreadable(c *consumer, g contribution, err error) {
 func (h *Harness) secretRefused(c *consumer, g contribution, err error) string {
 	text := fmt.Sprintf("%s: secret refused (%s): %v; nothing is provisioned for this consumer until it holds a password",
 		g.As, g.Secret, err)
-	if again(&c.refusedSecret, text) {
+	if tally(&c.refusedSecret, text) {
 		h.say(slog.LevelError, g.As, "%s", text)
 	}
 	return text

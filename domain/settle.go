@@ -18,8 +18,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 		c := it.c
 		switch {
 		case h.settleSecret(it):
-		case it.act == nothing:
-			h.setState(c, h.state(c), "")
+		case it.act == nothing: // unchanged and not due a check, or backing off: shown as it stands
 		case it.act == create:
 			h.settleCreate(it, 0, r)
 		case !it.asked:
@@ -27,22 +26,21 @@ func (h *Harness) settle(items []*item, r *Report) {
 			if it.notAsked {
 				r.Unchecked++
 			}
-			h.setState(c, h.stateOrUnchecked(c), "")
 		case it.checked.Err != nil:
 			// Unable to ask is not evidence of loss.
 			r.Unchecked++
 			r.CheckErrors++
-			text := h.scrubbed(c, it.checked.Err)
+			it.said = h.scrubbed(c, it.checked.Err)
 			if s := shared[causeOf(it.checked.Err)]; s != nil {
 				h.sayShared(s)
-			} else if again(&c.uncheckable, text) {
-				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), text)
+			} else if tally(&c.uncheckable, it.said) {
+				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), it.said)
 			}
-			h.setState(c, h.stateOrUnchecked(c), text)
 		default:
 			c.uncheckable = nil
 			h.settleCheck(it, r)
 		}
+		h.show(it)
 	}
 	r.Consumers, r.Status = h.views(items)
 }
@@ -58,21 +56,17 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
-			h.consumers.applied(c, it.hash, it.g.shape, false)
+			h.consumers.markApplied(c, it.hash, it.g.shape, false)
 		}
-		text := ""
 		if it.called && it.err != nil { // held, and a staged change's create failed otherwise
 			r.Failures++
-			text = h.createFailed(c, it.err)
+			it.said = h.createFailed(c, it.err)
 		}
-		h.setState(c, h.state(c), text)
 		return
 	}
 	st.Drift = it.checked.Drift
 	if !it.called {
-		// Not held, and not applied again: the pass was stopped first.
-		h.setState(c, h.stateOrUnchecked(c), "")
-		return
+		return // not held, and not applied again: the pass was stopped first
 	}
 	if it.act == confirm {
 		// Made before this process started (or by another replica), and not as asked now: a
@@ -98,13 +92,11 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	c := it.c
 	if !it.called {
-		// The pass was stopped before it: left as it was, for the next start.
-		h.setState(c, h.stateOrUnchecked(c), "")
-		return
+		return // the pass was stopped before it: left as it was, for the next start
 	}
 	if it.err != nil {
 		r.Failures++
-		text := h.createFailed(c, it.err)
+		it.said = h.createFailed(c, it.err)
 		refused := errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid)
 		switch {
 		case reapplying > 0 && !refused:
@@ -115,13 +107,12 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 			// another's): no longer applied, so that it waits as any refused create does, rather
 			// than being checked, found lost and applied again at every verify pass.
 			if reapplying > 0 {
-				h.consumers.unapplied(c)
+				h.consumers.markUnapplied(c)
 			}
 			h.backOff(it)
 		default:
 			c.refusal = nil // transient: tried again next pass
 		}
-		h.setState(c, StateFailing, text)
 		return
 	}
 	c.refusal = nil
@@ -130,12 +121,11 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		c.failing = nil
 	}
 	h.audit(h.eventOf(it, reapplying))
-	h.consumers.applied(c, it.hash, it.g.shape, true)
+	h.consumers.markApplied(c, it.hash, it.g.shape, true)
 	h.loginAtNextVerify(c)
 	if reapplying == 0 {
 		r.Created++
 		c.lost = brake{}
-		h.setState(c, StateApplied, "")
 		return
 	}
 	r.Reapplied++
@@ -144,7 +134,6 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	if reapplying > 1 {
 		h.say(slog.LevelWarn, c.as, "%s: next check in %s", c.as, wait.Round(time.Second))
 	}
-	h.setState(c, StateBraked, "")
 }
 
 // eventOf is what a create that succeeded did, for the audit trail, and its line: said before
@@ -175,7 +164,7 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 // loudlyEvery-th time; a different error starts the count again. It answers the error's text.
 func (h *Harness) createFailed(c *consumer, err error) string {
 	text := h.scrubbed(c, err)
-	if again(&c.failing, text) {
+	if tally(&c.failing, text) {
 		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
 	}
 	return text
@@ -200,8 +189,9 @@ func (h *Harness) settleUnchecked(items []*item, r *Report) {
 	for _, it := range items {
 		if !h.settleSecret(it) {
 			r.Unchecked++
-			h.setState(it.c, h.stateOrUnchecked(it.c), r.ServerProblem)
+			it.said = r.ServerProblem
 		}
+		h.show(it)
 	}
 	r.Consumers, r.Status = h.views(items)
 }
@@ -213,12 +203,10 @@ func (h *Harness) settleSecret(it *item) bool {
 	case it.unreadable != nil && h.folders[it.folder] != nil:
 		h.folderUnreadable(h.folders[it.folder])
 		it.c.waiting = 0 // patient again once the folder can be entered
-		h.setState(it.c, StateWaitingForSecret, "")
 	case it.unreadable != nil:
 		h.secretUnreadable(it.c, it.g, it.unreadable)
-		h.setState(it.c, StateWaitingForSecret, "")
 	case it.refused != nil:
-		h.setState(it.c, StateFailing, h.secretRefused(it.c, it.g, it.refused))
+		it.said = h.secretRefused(it.c, it.g, it.refused)
 	default:
 		return false
 	}
@@ -240,7 +228,7 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 				verb = "drop"
 			}
 			text := h.scrubbed(c, it.err)
-			if c.removing.again(text) {
+			if c.removing.tally(text) {
 				h.say(slog.LevelWarn, c.as, "%s: %s failed%s: %s", c.as, verb, h.retrying(", will retry"), text)
 			}
 			continue
@@ -251,19 +239,21 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 		if it.act == drop {
 			r.Dropped++
 			h.audit(c, "dropped", c.as+": dropped: its login and data are gone")
-			h.consumers.dropped(c)
+			h.consumers.forget(c)
+			h.stages.forgetSaid(c.as)
 			continue
 		}
 		h.audit(c, "withdrawn", c.as+": withdrawn: its login taken away, its data kept")
-		h.consumers.withdrawn(c, h.clock.Now())
+		h.consumers.markWithdrawn(c, h.clock.Now())
+		h.stages.forgetSaid(c.as)
 	}
 }
 
-// again counts text once more in *r, made at the first, and reports whether this time is one
-// to say.
-func again(r **repeat, text string) bool {
+// tally counts text once more in *r, made at the first, and reports whether this time is one
+// to say: a consumer's repeats are nil until something fails.
+func tally(r **repeat, text string) (say bool) {
 	if *r == nil {
 		*r = &repeat{}
 	}
-	return (*r).again(text)
+	return (*r).tally(text)
 }

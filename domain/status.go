@@ -5,27 +5,22 @@ import (
 	"time"
 )
 
-// state is what the loop knows of an applied consumer it did not touch this pass.
-func (h *Harness) state(c *consumer) State {
+// stateOf is where a listed consumer stands after a pass, derived from what the loop knows of
+// it rather than set along each way a pass can go: its secret as this pass read it, a create
+// that keeps failing, whether this process applied it, and its brake.
+func stateOf(it *item) State {
+	c := it.c
 	switch {
-	case c.failing != nil:
+	case it.unreadable != nil:
+		return StateWaitingForSecret
+	case it.refused != nil, c.failing != nil:
 		return StateFailing
+	case !c.applied:
+		return StateUnchecked // not yet applied by this process, nor failing: nothing known yet
 	case c.lost.times > 0:
 		return StateBraked
 	}
 	return StateApplied
-}
-
-// stateOrUnchecked is state for a consumer this process applied, and unchecked for one it has
-// not yet.
-func (h *Harness) stateOrUnchecked(c *consumer) State {
-	switch {
-	case c.applied:
-		return h.state(c)
-	case c.failing != nil:
-		return StateFailing
-	}
-	return StateUnchecked
 }
 
 func (h *Harness) statusOf(c *consumer) *Status {
@@ -35,15 +30,18 @@ func (h *Harness) statusOf(c *consumer) *Status {
 	return c.status
 }
 
-// setState records where a consumer stands, since when, its last error, and its next check.
-func (h *Harness) setState(c *consumer, s State, lastError string) {
+// show records, once a pass has settled a listed consumer, where it stands (stateOf), since
+// when, its last error and its next check. The failure said for it this pass (it.said) is its
+// last error; one said before is kept until it is applied or braked again.
+func (h *Harness) show(it *item) {
+	c, s := it.c, stateOf(it)
 	st := h.statusOf(c)
 	was := *st
 	if st.State != s || st.Since.IsZero() {
 		st.State, st.Since = s, h.clock.Now()
 	}
-	if lastError != "" || s == StateApplied || s == StateBraked {
-		st.LastError = lastError
+	if it.said != "" || s == StateApplied || s == StateBraked {
+		st.LastError = it.said
 	}
 	st.NextCheck = time.Time{}
 	if c.applied {

@@ -44,7 +44,8 @@ type Provision struct {
 	Login bool
 }
 
-// Act is what Create does, or would do, for one consumer.
+// Act is what Create does, or would do, for one consumer; a plan of a pass names each consumer's
+// act with the same words, and with the loop's own acts below, so that the words are declared once.
 type Act string
 
 // The acts of Create, and of Foresee.
@@ -60,6 +61,18 @@ const (
 	ActRepair Act = "repair"
 	// ActRefuse: exists and is not the provider's to take, or asks what cannot be made.
 	ActRefuse Act = "refuse"
+)
+
+// The acts a plan names that the loop decides, not the backend: no Create or Foresee answers them.
+const (
+	// ActUpdate: held as asked but for staged changes it is due (an extension's newer version).
+	ActUpdate Act = "update"
+	// ActWithdraw: no longer listed, still active: its login is taken away, its data kept.
+	ActWithdraw Act = "withdraw"
+	// ActDrop: no longer listed, and dropped with its data.
+	ActDrop Act = "drop"
+	// ActWait: listed, and its secret cannot be used yet: nothing is done for it.
+	ActWait Act = "wait"
 )
 
 // Holding is what a check of one consumer found.
