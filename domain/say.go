@@ -159,37 +159,33 @@ func (h *Harness) sayShared(s *sharedCause) {
 		h.retrying(", will ask again"), s.text)
 }
 
-// causeOf is what consumers whose checks failed alike share: the cause a backend's
-// ports.SharedError says, or else the text of the innermost error (cause).
+// causeOf is what consumers whose checks failed alike share: the cause a backend says of its
+// error (ports.SharedError's Cause), or else the text of the error it wraps innermost, which a
+// wrapper that names the consumer ("check letta: %w") leaves out.
 func causeOf(err error) string {
 	var shared *ports.SharedError
 	if errors.As(err, &shared) {
 		return shared.Cause
 	}
-	return cause(err)
+	return innermost(err).Error()
 }
 
-// cause is the text of the innermost error of err that its text ends with: what a wrapper that
-// names the consumer ("check letta: ...") says of, and what consumers that met the same
-// problem share.
-func cause(err error) string {
+// innermost is the error at the end of err's chain of wrapped errors; of one that wraps several
+// (an error and the kind it is of), the first.
+func innermost(err error) error {
 	for {
-		var next []error
+		var next error
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
-			next = []error{u.Unwrap()}
-		case interface{ Unwrap() []error }:
 			next = u.Unwrap()
-		}
-		text, found := err.Error(), false
-		for _, n := range next {
-			if n != nil && n.Error() != "" && strings.HasSuffix(text, n.Error()) {
-				err, found = n, true
-				break
+		case interface{ Unwrap() []error }:
+			if w := u.Unwrap(); len(w) > 0 {
+				next = w[0]
 			}
 		}
-		if !found {
-			return text
+		if next == nil {
+			return err
 		}
+		err = next
 	}
 }

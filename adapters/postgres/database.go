@@ -87,9 +87,9 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, db, ro
 		if err != nil {
 			return changed, fmt.Errorf("end the sessions of others: %w", err)
 		}
-		if ended > 0 {
+		if len(ended) > 0 {
 			b.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
-				role, db, f.open, ended)
+				role, db, f.open, len(ended))
 		}
 	}
 	return changed, nil

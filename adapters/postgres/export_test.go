@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/novox/postgres-provider/adapters/postgres/scram"
+
 // Derivations counts the PBKDF2 derivations b ran to verify stored passwords.
 func (b *Backend) Derivations() int {
 	b.verified.mu.Lock()
@@ -10,8 +12,8 @@ func (b *Backend) Derivations() int {
 // Verifier is the SCRAM-SHA-256 verifier PostgreSQL would store for password with the given
 // salt and iterations, for tests that make many roles fast.
 func Verifier(password string, salt []byte, iterations int) string {
-	stored, server, _ := scramKeys(password, salt, iterations)
-	return scramFormat(iterations, salt, stored, server)
+	v, _ := scram.SaltedVerifier(password, salt, iterations)
+	return v
 }
 
 // TakeSlots takes every one of b's slots for connections to consumers' databases, as creates

@@ -169,12 +169,12 @@ func (l *Lease) takeFree(ctx context.Context, conn *pgx.Conn) (took bool, blocke
 				"acts until an operator ends it (COMMIT PREPARED or ROLLBACK PREPARED, in %s)", h.gid, h.user, h.database, l.resource, h.database), nil
 		}
 	}
-	say := func(level slog.Level, text string) {
+	say := func(level slog.Level, _, text string) {
 		if l.log != nil {
 			l.log.Log(ports.Entry{Level: level, Message: text})
 		}
 	}
-	ended, err := ender{say: say, rollback: rollbackOn(conn)}.end(ctx, conn, hs, "the lease of "+l.resource)
+	ended, err := eviction{say: say, rollback: rollbackOn(conn)}.end(ctx, conn, hs, "the lease of "+l.resource)
 	if err != nil || ended == 0 {
 		return false, nil, err
 	}

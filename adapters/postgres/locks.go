@@ -155,10 +155,13 @@ func holders(ctx context.Context, conn *pgx.Conn, sql, arg string) ([]holder, er
 	return out, err
 }
 
-// ender ends what holds or waits for the provider's locks.
-type ender struct {
-	// say says what was ended, or, loudly, a superuser's prepared transaction.
-	say func(level slog.Level, text string)
+// eviction is how what holds or waits for the provider's locks is ended: what is said, and
+// how a prepared transaction is rolled back.
+type eviction struct {
+	// say says text: what was ended, or, loudly, a superuser's prepared transaction. key names
+	// what it says of, and not a session's pid: one that keeps taking the lock opens a new
+	// session, with a new pid, each time.
+	say func(level slog.Level, key, text string)
 	// rollback runs ROLLBACK PREPARED gid in database db: it must run there. nil where the
 	// provider may not (it is not a superuser).
 	rollback func(ctx context.Context, db, gid string) error
@@ -169,22 +172,24 @@ type ender struct {
 // end ends every holder in hs that is not a superuser's: sessions are terminated, prepared
 // transactions rolled back, each said. A superuser's prepared transaction that holds the lock
 // is said loudly and told to blocked. It answers how many it ended.
-func (e ender) end(ctx context.Context, conn *pgx.Conn, hs []holder, what string) (int, error) {
+func (e eviction) end(ctx context.Context, conn *pgx.Conn, hs []holder, what string) (int, error) {
 	var pids []int
 	n := 0
 	for _, h := range hs {
 		switch {
 		case h.super && h.prepared() && h.granted:
-			e.say(slog.LevelError, fmt.Sprintf("prepared transaction %q of the superuser %s in %s holds %s: nothing the provider does "+
+			text := fmt.Sprintf("prepared transaction %q of the superuser %s in %s holds %s: nothing the provider does "+
 				"with it can finish until an operator ends it (COMMIT PREPARED or ROLLBACK PREPARED, in %s)",
-				h.gid, h.user, h.database, what, h.database))
+				h.gid, h.user, h.database, what, h.database)
+			e.say(slog.LevelError, text, text)
 			if e.blocked != nil {
 				e.blocked(h, what)
 			}
 		case h.super:
 		case h.prepared() && e.rollback == nil:
-			e.say(slog.LevelError, fmt.Sprintf("prepared transaction %q of %s in %s holds %s, and the provider may not roll it "+
-				"back: an operator must end it (ROLLBACK PREPARED, in %s)", h.gid, h.user, h.database, what, h.database))
+			text := fmt.Sprintf("prepared transaction %q of %s in %s holds %s, and the provider may not roll it "+
+				"back: an operator must end it (ROLLBACK PREPARED, in %s)", h.gid, h.user, h.database, what, h.database)
+			e.say(slog.LevelError, text, text)
 			if e.blocked != nil {
 				e.blocked(h, what)
 			}
@@ -196,7 +201,8 @@ func (e ender) end(ctx context.Context, conn *pgx.Conn, hs []holder, what string
 				return n, fmt.Errorf("roll back prepared transaction %q: %w", h.gid, err)
 			}
 			n++
-			e.say(slog.LevelWarn, fmt.Sprintf("rolled back prepared transaction %q of %s, which is not a superuser and held %s", h.gid, h.user, what))
+			text := fmt.Sprintf("rolled back prepared transaction %q of %s, which is not a superuser and held %s", h.gid, h.user, what)
+			e.say(slog.LevelWarn, text, text)
 		default:
 			pids = append(pids, h.pid)
 		}
@@ -204,20 +210,16 @@ func (e ender) end(ctx context.Context, conn *pgx.Conn, hs []holder, what string
 	if len(pids) == 0 {
 		return n, nil
 	}
-	rows, err := conn.Query(ctx, "SELECT p, pg_catalog.pg_terminate_backend(p) FROM pg_catalog.unnest($1::int[]) p", pids)
-	if err != nil {
-		return n, err
-	}
-	var pid int
-	var ended bool
-	_, err = pgx.ForEachRow(rows, []any{&pid, &ended}, func() error {
-		if ended {
-			n++
-			i := slices.IndexFunc(hs, func(h holder) bool { return h.pid == pid })
-			e.say(slog.LevelWarn, fmt.Sprintf("ended session %d of %s, which is not a superuser and held or waited for %s", pid, hs[i].user, what))
+	ended, err := terminate(ctx, conn, listed, pids)
+	for _, pid := range pids { // said in the order they were found
+		i := slices.IndexFunc(ended, func(s session) bool { return s.pid == pid })
+		if i < 0 || !ended[i].ended {
+			continue
 		}
-		return nil
-	})
+		n++
+		held := fmt.Sprintf("%s, which is not a superuser and held or waited for %s", ended[i].user, what)
+		e.say(slog.LevelWarn, held, fmt.Sprintf("ended session %d of %s", pid, held))
+	}
 	return n, err
 }
 
@@ -257,7 +259,7 @@ func (b *Backend) evict(ctx context.Context, conn *pgx.Conn, key, arg, what stri
 	if err != nil {
 		return 0, err
 	}
-	return b.ender(arg, conn).end(ctx, conn, hs, what)
+	return b.eviction(arg, conn).end(ctx, conn, hs, what)
 }
 
 // freeRow rolls back the prepared transactions, but superusers', that hold the row of role, each
@@ -267,23 +269,17 @@ func (b *Backend) freeRow(ctx context.Context, conn *pgx.Conn, role string) erro
 	if err != nil {
 		return err
 	}
-	_, err = b.ender(role, conn).end(ctx, conn, hs, "the row of role "+role)
+	_, err = b.eviction(role, conn).end(ctx, conn, hs, "the row of role "+role)
 	return err
 }
 
-// ender is how the Backend ends what holds the locks of the consumer: said on it, and a
+// eviction is how the Backend ends what holds the locks of the consumer: said on it, once per
+// consumer and what was ended (whose session or prepared transaction, and which lock), and a
 // superuser's prepared transaction kept as the reason the provider is not ready.
-func (b *Backend) ender(consumer string, conn *pgx.Conn) ender {
-	e := ender{
-		// Once per consumer and cause (whose session or prepared transaction, and which
-		// lock): a consumer that keeps taking the lock opens a new session, with a new pid,
-		// each time.
-		say: func(level slog.Level, text string) {
-			cause := text
-			if rest, ok := strings.CutPrefix(text, "ended session "); ok {
-				_, cause, _ = strings.Cut(rest, " of ") // "<pid> of <user>, which ... <lock>"
-			}
-			if b.said.first(consumer+"/ended/"+cause, "said") {
+func (b *Backend) eviction(consumer string, conn *pgx.Conn) eviction {
+	e := eviction{
+		say: func(level slog.Level, key, text string) {
+			if b.said.first(consumer+"/ended/"+key, "said") {
 				b.say(level, consumer, "%s: %s", consumer, text)
 			}
 		},

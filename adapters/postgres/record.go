@@ -235,9 +235,6 @@ func (b *Backend) foreign(role string, r record) string {
 	return ""
 }
 
-// errNotRecorded is a role that exists and is in no provider's record.
-var errNotRecorded = errors.New("not in the record")
-
 // setRecord writes r on role, in the transaction tx.
 func setRecord(ctx context.Context, tx pgx.Tx, role string, r record) error {
 	_, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role)+" IS "+literal(r.text()))

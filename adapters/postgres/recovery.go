@@ -15,8 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/novox/postgres-provider/ports"
 )
 
 // A URL may name several hosts (host1:port1,host2:port2), and say with target_session_attrs
@@ -120,27 +118,8 @@ func boolOrder(v bool) int {
 	return 0
 }
 
-// standby is a server the provider reached in recovery: read only until it is promoted.
-type standby struct{ server string }
-
-func (s standby) Error() string {
-	return fmt.Sprintf("the server %s is a standby (read only)", s.server)
-}
-
-func (s standby) Unwrap() []error { return []error{ports.ErrInRecovery, ports.ErrTransient} }
-
 // inRecovery is the error of a session of the Backend found in recovery.
 func (b *Backend) inRecovery(conn *pgconn.PgConn) error { return standby{server: b.reached(conn)} }
-
-// turnedDown is a host the URL's target_session_attrs turned down for being read only or a
-// standby, at its address.
-type turnedDown struct {
-	addr string
-	err  error
-}
-
-func (t turnedDown) Error() string   { return t.addr + ": " + t.err.Error() }
-func (t turnedDown) Unwrap() []error { return []error{t.err, ports.ErrInRecovery} }
 
 // validating wraps the URL's own test of a session (target_session_attrs; nil: none) so that
 // a host it turns down for being read only or a standby is named by its address. Its other

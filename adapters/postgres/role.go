@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/novox/postgres-provider/adapters/postgres/scram"
 	"github.com/novox/postgres-provider/ports"
 )
 
@@ -51,7 +52,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		if !f.exists || !f.asMade() || f.limit != w.limit || !verifies {
 			var verifier string
 			if !verifies {
-				if verifier, err = scramVerifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
+				if verifier, err = scram.Verifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
 					return err
 				}
 			}

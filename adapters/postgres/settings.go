@@ -86,12 +86,6 @@ func (b *Backend) settingsOf(p ports.Provision) ([]setting, error) {
 	return out, nil
 }
 
-// The SQLSTATEs of a value the server rejects for a setting.
-const (
-	invalidParameterValue     = "22023"
-	invalidTextRepresentation = "22P02"
-)
-
 // settingLiteral quotes a setting's value as a string constant whatever
 // standard_conforming_strings says: an escape string, backslashes and quotes doubled.
 func settingLiteral(s string) string {

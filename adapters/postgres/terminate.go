@@ -26,23 +26,42 @@ const (
   AND (pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role(a.usesysid, 'USAGE'))`
 	// ownIn are the provider's own sessions in the database $1.
 	ownIn sessions = `a.datname = $1 AND a.usename = current_user`
+
+	// listed are the sessions whose pids are in $1 (holders found in the provider's way).
+	listed sessions = `a.pid = ANY($1::int[])`
 )
 
-// ending is the statement that ends the sessions which selects, and answers how many it asked
-// to end.
+// ending is the statement that ends the sessions which selects: a row for each, its pid, its
+// user, and whether it ended.
 func ending(which sessions) string {
-	return `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
+	return `SELECT a.pid, a.usename::text, pg_catalog.pg_terminate_backend(a.pid) AS ended FROM pg_catalog.pg_stat_activity a
 JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
 WHERE a.pid <> pg_catalog.pg_backend_pid() AND ` + string(which)
 }
 
-// terminate ends the sessions which selects, and answers how many it asked to end.
+// session is one session the provider asked to end.
+type session struct {
+	pid   int
+	user  string
+	ended bool // false where it was gone before it could be ended
+}
+
+// terminate ends the sessions which selects, and answers each it asked to end: the one way the
+// provider ends sessions, whoever they are (ofRole, othersIn, ownIn, listed).
 func terminate(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, which sessions, args ...any) (int, error) {
-	var ended int
-	err := q.QueryRow(ctx, ending(which), args...).Scan(&ended)
-	return ended, err
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, which sessions, args ...any) ([]session, error) {
+	rows, err := q.Query(ctx, ending(which), args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []session
+	var s session
+	_, err = pgx.ForEachRow(rows, []any{&s.pid, &s.user, &s.ended}, func() error {
+		out = append(out, s)
+		return nil
+	})
+	return out, err
 }
 
 // endSessions ends every session of role, where the provider may (saySignal says once where
@@ -51,7 +70,8 @@ func (b *Backend) endSessions(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, role string) error {
 	var may bool
-	err := q.QueryRow(ctx, `SELECT m.may, (`+ending(ofRole)+` AND m.may) FROM (`+sqlMaySignal+` AS may) m`, role).Scan(&may, new(int))
+	err := q.QueryRow(ctx, `SELECT m.may, (SELECT count(e.ended) FROM (`+ending(ofRole)+` AND m.may) e) FROM (`+sqlMaySignal+` AS may) m`,
+		role).Scan(&may, new(int))
 	if err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}
@@ -63,7 +83,7 @@ func (b *Backend) endSessions(ctx context.Context, q interface {
 func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
 	for {
 		left, err := terminate(ctx, conn, ownIn, db)
-		if err != nil || left == 0 {
+		if err != nil || len(left) == 0 {
 			return err
 		}
 		select {

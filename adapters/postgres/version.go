@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/novox/postgres-provider/adapters/postgres/scram"
 )
 
 // The PostgreSQL versions the provider supports: the oldest it runs on, and the newest it is
@@ -16,14 +18,6 @@ const (
 	OldestMajor = 14
 	NewestMajor = 18
 )
-
-// unsupported is a server older than OldestMajor.
-type unsupported struct{ version string }
-
-func (u unsupported) Error() string {
-	return fmt.Sprintf("is PostgreSQL %s, older than %d: the provider supports PostgreSQL %d to %d; upgrade the server",
-		u.version, OldestMajor, OldestMajor, NewestMajor)
-}
 
 // serverChecked runs on every connection the Backend opens, before its first statement: the
 // server's version, which the server reports as it lets the provider in, is read, and an older
@@ -73,8 +67,8 @@ func majorOf(version string) (int, bool) {
 // computes cost what the server's own would.
 func sessionIterations(conn *pgconn.PgConn) int {
 	n, err := strconv.Atoi(conn.ParameterStatus("scram_iterations"))
-	if err != nil || n < 1 || n > maxIterations {
-		return scramIterations
+	if err != nil || n < 1 || n > scram.MaxIterations {
+		return scram.DefaultIterations
 	}
 	return n
 }

@@ -1,6 +1,6 @@
 // SASLprep of a password, as the server applies it before SCRAM.
 
-package postgres
+package scram
 
 //go:generate python3 gen_saslprep.py
 
