@@ -41,7 +41,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	cfg, err := parse(args, env)
 	if err != nil {
-		fmt.Fprintf(stderr, "provisioner: %s (see --help)\n", redact(err.Error(), cfg.DatabaseURL))
+		fmt.Fprintf(stderr, "provisioner: %s (see --help)\n", redact(err.Error(), cfg.Backend))
 		return 2
 	}
 	switch {
@@ -60,11 +60,11 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	}
 	backend, err := backendOf(cfg, log, false)
 	if err != nil {
-		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.DatabaseURL))
+		fmt.Fprintf(stderr, "provisioner: %s\n", redact(err.Error(), cfg.Backend))
 		return 2
 	}
 	defer backend.Close()
-	lease := backend.Lease()
+	lease := backend.Leadership()
 	defer lease.Close()
 	h := domain.New(loopConfig(cfg), files.New(), clock.New(), backend, lease, log)
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/novox/postgres-provider/adapters/logger"
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Config is the provisioner's configuration, as parse reads it from the flags and their
@@ -19,13 +19,10 @@ type Config struct {
 	// Resource is the requirement this provider serves, as the mesh names it (--resource,
 	// "postgres"): the record on the server and the lease are kept per resource.
 	Resource string
-	// DatabaseURL is how to reach the server (--database-url, else DATABASE_URL); empty leaves
-	// it to libpq's PG* variables and defaults. It may carry a password: show it only through
-	// redact.
-	DatabaseURL string
-	// ProviderDB is the database the provider's own sessions, lease and locks use, whatever
-	// the URL names (--provider-database, postgres.DefaultDatabase).
-	ProviderDB string
+	// Backend is the backend's own flags (how to reach its server, what it may do there),
+	// which it registers and checks itself, and which open it (wiring.go). They may carry a
+	// password: show what is said of them only through redact.
+	Backend ports.Kind
 	// Every is the time between passes (--every, domain.DefaultEvery); positive.
 	Every time.Duration
 	// VerifyEvery is how often each consumer is checked (--verify-every,
@@ -49,18 +46,12 @@ type Config struct {
 	// Settle is how long the file must stay unchanged before what it no longer lists is
 	// withdrawn (--withdraw-settle, domain.DefaultWithdrawSettle); at least a second.
 	Settle time.Duration
-	// Adopt is what becomes of a role named like a consumer that this provider did not make
-	// (--adopt): postgres.AdoptPlain (the default) or postgres.AdoptNone.
-	Adopt postgres.Adopt
 	// Parallel is how many consumers are created, checked or withdrawn at once (--parallel,
 	// DefaultParallel); at least 1.
 	Parallel int
 	// MaxConns is the most connections held to the server, the lease's besides
 	// (--max-connections); parse makes 0 twice Parallel; never 1.
 	MaxConns int
-	// AllowExts are the only extensions consumers may have (--allow-extensions); nil allows
-	// every one the server has available, empty allows none.
-	AllowExts []string
 	// ExtUpdates is what becomes of an extension older than the version wanted
 	// (--extension-updates): domain.Staged (the default) or domain.Off.
 	ExtUpdates domain.UpdatePolicy
@@ -70,12 +61,6 @@ type Config struct {
 	// Soak is how long the canaries hold it before the rest follow (--extension-soak,
 	// domain.DefaultSoak); zero lets the rest follow at once.
 	Soak time.Duration
-	// AllowSettings are the only settings a consumer's entry may name (--allow-settings); nil
-	// is postgres.DefaultAllowSettings, empty allows none.
-	AllowSettings []string
-	// ConnLimit is each consumer role's CONNECTION LIMIT where its entry names none
-	// (--connection-limit); -1 (the default) for none, else positive.
-	ConnLimit int
 	// Once runs one pass and exits with whether it converged (--once).
 	Once bool
 	// Listen is the address /healthz, /readyz, /status and /metrics are served on
@@ -104,6 +89,10 @@ const DefaultParallel = 8
 
 // validate answers what is wrong with c, as one line an operator acts on; nil where nothing is.
 func (c Config) validate() error {
+	var backend error // the backend's own flags, said where --connection-limit always was
+	if c.Backend != nil {
+		backend = c.Backend.Check()
+	}
 	switch {
 	case c.Receives == "":
 		return fmt.Errorf("--receives is required (or %s): the contributions file to read", envName("receives"))
@@ -119,8 +108,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--login-check-every %s: want a positive duration", c.LoginCheckEvery)
 	case c.LoginRate < 1:
 		return fmt.Errorf("--login-rate %d: want at least 1 login a second", c.LoginRate)
-	case c.ConnLimit < -1 || c.ConnLimit == 0:
-		return fmt.Errorf("--connection-limit %d: want a positive number of connections, or -1 for none", c.ConnLimit)
+	case backend != nil:
+		return backend
 	case c.Canaries < 1:
 		return fmt.Errorf("--extension-canaries %d: want at least 1", c.Canaries)
 	case c.Soak < 0:

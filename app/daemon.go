@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/adapters/watch"
 	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
@@ -30,7 +29,7 @@ type loop interface {
 }
 
 // server is what the daemon asks of the backend besides what the loop does with it, to say
-// whether it is ready and what /status and /metrics show (postgres.Backend).
+// whether it is ready and what /status and /metrics show (ports.Server).
 type server interface {
 	// Server names the server and the provider's role on it, never a password.
 	Server() string
@@ -38,11 +37,12 @@ type server interface {
 	Ping(ctx context.Context) error
 	// Blocked is why the provider cannot finish what it does, "" where nothing is in its way.
 	Blocked() string
-	// Mode is how the provider's role stands on the server, "" before it was asked.
-	Mode() postgres.Mode
+	// Kind is how the provider's role stands on the server, a plain word, "" before it was
+	// asked.
+	Kind() string
 }
 
-// leadership is what the daemon asks of the lease (postgres.Lease): the loop asks Held.
+// leadership is what the daemon asks of the lease (ports.Leadership): the loop asks Held.
 type leadership interface {
 	// Leader is whether this replica held the lease when last asked.
 	Leader() bool
@@ -50,8 +50,8 @@ type leadership interface {
 
 var (
 	_ loop       = (*domain.Harness)(nil)
-	_ server     = (*postgres.Backend)(nil)
-	_ leadership = (*postgres.Lease)(nil)
+	_ server     = ports.Server(nil)
+	_ leadership = ports.Leadership(nil)
 )
 
 // daemon is the provisioner running until its context ends: the loop, woken by changes to the
@@ -132,7 +132,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}()
 	go d.watchdog(ctx)
 	go d.watchPasses(ctx)
-	if u, ok := d.server.(usageReader); ok && d.cfg.UsageEvery > 0 {
+	if u, ok := d.server.(ports.UsageReader); ok && d.cfg.UsageEvery > 0 {
 		go d.readUsage(ctx, u)
 	}
 
@@ -169,7 +169,7 @@ func forward(ctx context.Context, from <-chan struct{}, poke func()) {
 // stuckAfter is how long the loop may go without getting on before it counts as stuck: a pass
 // interval, the longest a call to the backend may take, and a check's, with room to spare.
 func (d *daemon) stuckAfter() time.Duration {
-	return d.cfg.Every + postgres.DefaultTimeout + d.cfg.HoldsTimeout + 30*time.Second
+	return d.cfg.Every + ports.DefaultTimeout + d.cfg.HoldsTimeout + 30*time.Second
 }
 
 // stuck is how long the loop has not got on, and whether that is longer than it may.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/novox/postgres-provider/adapters/logger"
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
 )
 
@@ -24,15 +23,12 @@ func envName(flagName string) string {
 func flags(c *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	c.Backend = newKind()
+	c.Backend.Flags(fs) // --database-url, --provider-database, --adopt, --allow-*, --connection-limit
 	fs.StringVar(&c.Receives, "receives", "", "the contributions file the mesh writes for this provider: the consumers, each with "+
 		"the path of its secret (the format: docs/contributions.md); required")
 	fs.StringVar(&c.Resource, "resource", "postgres", "the requirement this provider serves, as the mesh names it; "+
 		"the provider's record on the server and its lease are kept per resource")
-	fs.StringVar(&c.DatabaseURL, "database-url", "", "how to reach the server, as a superuser, e.g. "+
-		"postgres://provisioner@db.example:5432/postgres?sslmode=verify-full; prefer the variable, which ps does not show; "+
-		"without either, DATABASE_URL, else libpq's PG* variables and defaults")
-	fs.StringVar(&c.ProviderDB, "provider-database", postgres.DefaultDatabase, "the database the provider's own sessions, "+
-		"its lease and its per-login locks use, whatever the URL names; every replica must name the same one")
 	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes; a change to the file or a secret, or SIGHUP, starts one at once")
 	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often each consumer is checked: does the server still hold its login, database and extensions as made")
 	durationVar(fs, &c.LoginCheckEvery, "login-check-every", domain.DefaultLoginCheckEvery, "delegated mode: how often at least each "+
@@ -50,25 +46,8 @@ func flags(c *Config) *flag.FlagSet {
 	durationVar(fs, &c.DropAfter, "drop-after", 24*time.Hour, "with --on-withdraw drop: how long a withdrawn consumer keeps its data (0: dropped at once)")
 	durationVar(fs, &c.Settle, "withdraw-settle", domain.DefaultWithdrawSettle, "how long the file must stay unchanged before what it no longer lists "+
 		"is withdrawn (six times as long where that is more than half of the consumers), at least 1s")
-	fs.Func("adopt", "a role named like a consumer that this provider did not make: plain (default) takes it over where it is a plain "+
-		"login role; none refuses it", func(s string) error {
-		c.Adopt = postgres.Adopt(s)
-		if c.Adopt != postgres.AdoptPlain && c.Adopt != postgres.AdoptNone {
-			return errors.New("want plain or none")
-		}
-		return nil
-	})
 	fs.IntVar(&c.Parallel, "parallel", DefaultParallel, "how many consumers are created, checked or withdrawn at once")
 	fs.IntVar(&c.MaxConns, "max-connections", 0, "the most connections held to the server, the lease's besides (default twice --parallel)")
-	fs.Func("allow-extensions", "the only extensions consumers may have, comma-separated (default: every one the server has available)", func(s string) error {
-		c.AllowExts = []string{}
-		for _, name := range strings.Split(s, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				c.AllowExts = append(c.AllowExts, name)
-			}
-		}
-		return nil
-	})
 	c.ExtUpdates = domain.Staged
 	fs.Func("extension-updates", "what becomes of a consumer's extension older than the version wanted: staged (default) updates it, "+
 		"canaries first; off says it once and updates nothing", func(s string) error {
@@ -80,20 +59,6 @@ func flags(c *Config) *flag.FlagSet {
 	})
 	fs.IntVar(&c.Canaries, "extension-canaries", 1, "how many consumers take an extension version no consumer has yet, before the rest")
 	durationVar(fs, &c.Soak, "extension-soak", domain.DefaultSoak, "how long the canaries hold a new extension version before the rest follow")
-	fs.Func("allow-settings", "the only settings a consumer's entry may name (derived.settings), comma-separated (default: "+
-		strings.Join(postgres.DefaultAllowSettings, ",")+"; empty: none)", func(s string) error {
-		c.AllowSettings = []string{}
-		for _, name := range strings.Split(s, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				if err := postgres.CheckAllowSetting(name); err != nil {
-					return err
-				}
-				c.AllowSettings = append(c.AllowSettings, name)
-			}
-		}
-		return nil
-	})
-	fs.IntVar(&c.ConnLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
 	fs.BoolVar(&c.Once, "once", false, "one pass, then exit: 0 when every listed consumer is held or created, else 1")
 	fs.StringVar(&c.Listen, "listen", "", "serve /healthz, /readyz, /status and /metrics on this address, e.g. 127.0.0.1:9847 (default: off)")
 	durationVar(fs, &c.ProgressEvery, "progress-every", 30*time.Second, "how often a line says where a pass that runs long stands")
@@ -160,7 +125,7 @@ func operatorWords(err error) error {
 // variable: a flag beats its variable. DATABASE_URL stands in where neither names the server.
 // Every error it answers is bad usage or configuration.
 func parse(args []string, env map[string]string) (Config, error) {
-	c := Config{OnWithdraw: domain.Retain, Adopt: postgres.AdoptPlain}
+	c := Config{OnWithdraw: domain.Retain}
 	fs := flags(&c)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -186,9 +151,7 @@ func parse(args []string, env map[string]string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.DatabaseURL == "" {
-		c.DatabaseURL = env["DATABASE_URL"]
-	}
+	c.Backend.Environ(env)
 	if c.Help || c.Version {
 		return c, nil
 	}

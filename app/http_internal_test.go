@@ -11,7 +11,6 @@ import (
 
 	"github.com/matryer/is"
 
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
 )
 
@@ -19,7 +18,7 @@ import (
 type fakeServer struct {
 	pingErr error
 	blocked string
-	mode    postgres.Mode
+	kind    string
 	pings   int
 }
 
@@ -28,8 +27,8 @@ func (s *fakeServer) Ping(context.Context) error {
 	s.pings++
 	return s.pingErr
 }
-func (s *fakeServer) Blocked() string     { return s.blocked }
-func (s *fakeServer) Mode() postgres.Mode { return s.mode }
+func (s *fakeServer) Blocked() string { return s.blocked }
+func (s *fakeServer) Kind() string    { return s.kind }
 
 // fakeLease is the lease, held or not as a test sets it.
 type fakeLease struct{ leader bool }
@@ -126,7 +125,7 @@ func TestReadyAgainOnceTheServerIsBack(t *testing.T) {
 func TestStatusShowsTheLastPassAndWhoIsLeaving(t *testing.T) {
 	is := is.New(t)
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	d := newTestDaemon(&fakeServer{mode: postgres.ModeDelegated}, &fakeLease{leader: true})
+	d := newTestDaemon(&fakeServer{kind: "delegated"}, &fakeLease{leader: true})
 	d.observe(context.Background(), domain.Report{FileRead: true, Took: 1500 * time.Millisecond, WithdrawalsHeld: 1, MassWithdrawal: true,
 		Status: []domain.Status{{As: "letta", State: domain.StateApplied, Since: at, CheckedAt: at, NextCheck: at.Add(time.Minute)}},
 		Leaving: []domain.Leaving{

@@ -38,7 +38,7 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 	cfg, err := parse(rest, env)
 	switch {
 	case err != nil:
-		fmt.Fprintf(stderr, "provisioner plan: %s (see provisioner plan --help)\n", redact(err.Error(), cfg.DatabaseURL))
+		fmt.Fprintf(stderr, "provisioner plan: %s (see provisioner plan --help)\n", redact(err.Error(), cfg.Backend))
 		return planUsage
 	case cfg.Help:
 		fmt.Fprint(stdout, planUsageText)
@@ -51,7 +51,7 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 	}
 	backend, err := backendOf(cfg, log, true)
 	if err != nil {
-		fmt.Fprintf(stderr, "provisioner plan: %s\n", redact(err.Error(), cfg.DatabaseURL))
+		fmt.Fprintf(stderr, "provisioner plan: %s\n", redact(err.Error(), cfg.Backend))
 		return planUsage
 	}
 	defer backend.Close()
@@ -61,7 +61,7 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 	loop.Once = true
 	p, err := domain.New(loop, files.New(), clock.New(), backend, nil, log).Preview(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "provisioner plan: could not plan: %s\n", logger.Escape(redact(err.Error(), cfg.DatabaseURL)))
+		fmt.Fprintf(stderr, "provisioner plan: could not plan: %s\n", logger.Escape(redact(err.Error(), cfg.Backend)))
 		return planFailed
 	}
 	if cfg.Listen != "" {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/matryer/is"
 
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 func TestProgressIsSaidAsAPersonReadsIt(t *testing.T) {
@@ -49,12 +49,12 @@ func TestCountersMoveAsCallsReturnAndCountOnce(t *testing.T) {
 func TestPerConsumerMetricsOnlyWhereAskedFor(t *testing.T) {
 	is := is.New(t)
 	m := NewMetrics("postgres")
-	m.Usage(map[string]postgres.Usage{"letta": {DatabaseBytes: 8 << 20, Connections: 2}})
+	m.Usage(map[string]ports.Usage{"letta": {DatabaseBytes: 8 << 20, Connections: 2}})
 	is.Equal(series(t, m, "provisioner_consumer_database_bytes"), 0) // not asked: no series per consumer
 	m.PerConsumer("postgres")
-	m.Usage(map[string]postgres.Usage{"letta": {DatabaseBytes: 8 << 20, Connections: 2}, "other": {}})
+	m.Usage(map[string]ports.Usage{"letta": {DatabaseBytes: 8 << 20, Connections: 2}, "other": {}})
 	is.Equal(series(t, m, "provisioner_consumer_database_bytes"), 2)
-	m.Usage(map[string]postgres.Usage{"letta": {DatabaseBytes: 9 << 20, Connections: 1}})
+	m.Usage(map[string]ports.Usage{"letta": {DatabaseBytes: 9 << 20, Connections: 1}})
 	is.Equal(series(t, m, "provisioner_consumer_connections"), 1) // one gone, its series too
 	is.Equal(value(t, m, "provisioner_consumer_connections"), 1.0)
 }

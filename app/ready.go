@@ -34,7 +34,7 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 		d.setWhy("")
 	}
 	d.metrics.leader.Set(boolean(d.lease.Leader()))
-	d.metrics.Mode(string(d.server.Mode()))
+	d.metrics.Mode(d.server.Kind())
 	d.metrics.Progress(d.loop.Progress()) // the pass just ended: what its calls counted, before what settled
 	d.metrics.Observe(r, reached)
 	d.usageDue(r)

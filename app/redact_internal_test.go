@@ -1,11 +1,26 @@
 package app
 
 import (
+	"flag"
 	"strings"
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/ports"
 )
+
+// naming is the backend's flags with its connection string conn, as --database-url sets it.
+func naming(t *testing.T, conn string) ports.Kind {
+	t.Helper()
+	k := newKind()
+	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
+	k.Flags(fs)
+	if err := fs.Set("database-url", conn); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 func TestRedactHidesTheConnectionStringsPassword(t *testing.T) {
 	for _, c := range []struct{ name, conn, text string }{
@@ -22,12 +37,12 @@ func TestRedactHidesTheConnectionStringsPassword(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			is := is.New(t)
-			got := redact(c.text, c.conn)
+			got := redact(c.text, naming(t, c.conn))
 			is.True(!strings.Contains(got, "s3cr"))                                           // no form of the password left
 			is.True(strings.Contains(got, "bad: ***") || strings.Contains(got, "bad: '***'")) // replaced where it stood
 		})
 	}
 	is := is.New(t)
-	is.Equal(redact("no password here", "postgres://admin@db/postgres"), "no password here") // nothing to hide, nothing changed
-	is.Equal(redact("bad: ", "postgres://admin:@db/postgres"), "bad: ")                      // an empty password replaces nothing
+	is.Equal(redact("no password here", naming(t, "postgres://admin@db/postgres")), "no password here") // nothing to hide, nothing changed
+	is.Equal(redact("bad: ", naming(t, "postgres://admin:@db/postgres")), "bad: ")                      // an empty password replaces nothing
 }

@@ -51,7 +51,7 @@ type passDoc struct {
 // status is the status document as the last pass and readiness leave it.
 func (d *daemon) status() statusDoc {
 	why := d.notReady()
-	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: string(d.server.Mode()),
+	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: d.server.Kind(),
 		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{},
 		Rollouts: []domain.Rollout{}}
 	doc.Pass = progressOf(d.loop.Progress(), time.Now())

@@ -8,24 +8,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
 )
-
-// usageReader is what the daemon asks the backend of each consumer's usage (postgres.Backend).
-type usageReader interface {
-	// Usage is what each of the logins that has a role takes of the server, in one query.
-	Usage(ctx context.Context, logins []string) (map[string]postgres.Usage, error)
-}
-
-var _ usageReader = (*postgres.Backend)(nil)
 
 // usage is the last read of every listed consumer's usage: when it was made (at), and when a
 // read was last tried, which may have failed.
 type usage struct {
 	at, tried time.Time
-	by        map[string]postgres.Usage
+	by        map[string]ports.Usage
 }
 
 // usageDoc is one consumer's usage in /status, as last read.
@@ -68,7 +59,7 @@ func (d *daemon) usageDue(r domain.Report) {
 
 // readUsage reads the usage of the consumers each poke lists, until ctx ends. A read that fails
 // is said once until one succeeds again: the last read stays what /status shows.
-func (d *daemon) readUsage(ctx context.Context, from usageReader) {
+func (d *daemon) readUsage(ctx context.Context, from ports.UsageReader) {
 	failing := ""
 	for {
 		var status []domain.Status
@@ -125,7 +116,7 @@ func (m *Metrics) PerConsumer(resource string) {
 
 // Usage sets each consumer's usage where PerConsumer asked for it; a consumer no longer read
 // loses its series.
-func (m *Metrics) Usage(by map[string]postgres.Usage) {
+func (m *Metrics) Usage(by map[string]ports.Usage) {
 	if m.per == nil {
 		return
 	}

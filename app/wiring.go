@@ -8,12 +8,13 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// backendOf is the PostgreSQL backend cfg names: the daemon's, and (readOnly: its every session
-// refuses writes) the plan's.
-func backendOf(cfg Config, log ports.Logger, readOnly bool) (*postgres.Backend, error) {
-	return postgres.New(postgres.Config{URL: cfg.DatabaseURL, Database: cfg.ProviderDB, Resource: cfg.Resource, Adopt: cfg.Adopt, Log: log,
-		MaxConnections: cfg.MaxConns, AllowExtensions: cfg.AllowExts, AllowSettings: cfg.AllowSettings,
-		ConnectionLimit: cfg.ConnLimit, ReadOnly: readOnly})
+// newKind is the backend the provisioner runs, its flags not yet read: the one line that names
+// a backend. The rest of app asks it through ports.Kind and ports.Server.
+var newKind = func() ports.Kind { return new(postgres.Flags) }
+
+// backendOf is the backend cfg names: the daemon's, and (readOnly: it changes nothing) the plan's.
+func backendOf(cfg Config, log ports.Logger, readOnly bool) (ports.Server, error) {
+	return cfg.Backend.Open(ports.Options{Resource: cfg.Resource, Log: log, MaxConnections: cfg.MaxConns, ReadOnly: readOnly})
 }
 
 // loopConfig is the reconcile loop's configuration from cfg: the daemon's, and the plan's.

@@ -9,6 +9,7 @@ package ports
 import (
 	"context"
 	"errors"
+	"flag"
 	"log/slog"
 	"os"
 	"time"
@@ -310,4 +311,96 @@ type Entry struct {
 // Logger is where the provider's lines go. Log must be safe for concurrent use.
 type Logger interface {
 	Log(e Entry)
+}
+
+// What a daemon needs of a backend beside what the loop does with it: a backend kind declares
+// its own flags and opens itself (Kind), and an opened one says how it stands (Server). The
+// daemon names no backend's types; it asks these.
+
+// DefaultTimeout is how long one call to a Backend may take at most by default: long enough for
+// a CREATE DATABASE on a busy server, short enough that a server that stopped answering does not
+// stall the loop. A daemon counts its loop stuck from it.
+const DefaultTimeout = 2 * time.Minute
+
+// Kind is a kind of backend before it is opened: its own flags, which it registers on the
+// daemon's flag set and checks, and how it opens a Backend from them.
+type Kind interface {
+	// Flags registers the kind's own flags on fs, each setting what the kind reads, which it
+	// first sets to the flag's default.
+	Flags(fs *flag.FlagSet)
+	// Environ fills what neither the kind's flags nor their variables set from the
+	// environment's conventions (env: KEY to value), e.g. DATABASE_URL.
+	Environ(env map[string]string)
+	// Check answers what is wrong with the kind's flags, as one line an operator acts on; nil
+	// where nothing is.
+	Check() error
+	// Secrets are the passwords the kind's flags carry (in a connection string, in each form
+	// it may take), which a message about them must not show: a parser or a driver may quote
+	// the string it was given. The daemon scrubs them from what it says.
+	Secrets() []string
+	// Open opens a Backend of the kind from its flags and o. It does not connect: a server that
+	// is down now is reached once it is up.
+	Open(o Options) (Server, error)
+}
+
+// Options are what a daemon gives any backend it opens, beside the backend's own flags.
+type Options struct {
+	// Resource is the requirement the provider serves, as the mesh names it.
+	Resource string
+	// Log is where the backend says what an operator needs to know.
+	Log Logger
+	// MaxConnections is the most connections the backend holds to its server at once, its
+	// lease's besides; zero is the backend's default.
+	MaxConnections int
+	// ReadOnly makes the backend one that only looks (provisioner plan): it changes nothing,
+	// and Create, Remove and Drop fail on it.
+	ReadOnly bool
+}
+
+// Server is an opened Backend as a daemon sees it: what it says to be ready and what /status
+// and /metrics show, its lease, and its closing.
+type Server interface {
+	Backend
+	// Server names the server and the provider's role on it, never a password.
+	Server() string
+	// Ping answers whether the server can be reached, and where not why.
+	Ping(ctx context.Context) error
+	// Blocked is why the provider cannot finish what it does (something an operator must end,
+	// such as a prepared transaction holding what the provider needs), "" where nothing is in
+	// its way.
+	Blocked() string
+	// Kind is how the provider's role stands on the server, as a plain word ("superuser",
+	// "delegated"), "" before it was asked.
+	Kind() string
+	// Leadership is the lease of the backend's resource. Nothing is connected until Held is
+	// first called.
+	Leadership() Leadership
+	// Close closes what the Backend holds open.
+	Close()
+}
+
+// Leadership is a Lease as a daemon holds it: it shows whether this replica leads, and gives
+// the lease up when the daemon ends.
+type Leadership interface {
+	Lease
+	// Leader is whether this replica held the lease when last asked.
+	Leader() bool
+	// Close gives the lease up.
+	Close()
+}
+
+// Usage is what one consumer takes of the server.
+type Usage struct {
+	// DatabaseBytes is the size on disk of its databases.
+	DatabaseBytes int64
+	// Connections counts its sessions now.
+	Connections int
+}
+
+// UsageReader is a Server that reads what each consumer takes of it, for /status and
+// /metrics.
+type UsageReader interface {
+	// Usage is what each of the logins that the backend holds takes of the server, in one
+	// read; a login it does not hold is left out. It changes nothing.
+	Usage(ctx context.Context, logins []string) (map[string]Usage, error)
 }

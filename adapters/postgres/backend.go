@@ -89,9 +89,10 @@ const DefaultMaxConnections = 16
 // not hold up the pass.
 const DefaultLockTimeout = 5 * time.Second
 
-// DefaultTimeout is Config.Timeout's default: long enough for CREATE DATABASE on a busy
-// server, short enough that a server that stopped answering does not stall the loop.
-const DefaultTimeout = 2 * time.Minute
+// DefaultTimeout is Config.Timeout's default, a daemon's for every backend: long enough for
+// CREATE DATABASE on a busy server, short enough that a server that stopped answering does not
+// stall the loop.
+const DefaultTimeout = ports.DefaultTimeout
 
 // defaultConnectTimeout applies where the URL names no connect_timeout: a server whose packets
 // are dropped fails the attempt rather than hanging it.
@@ -143,7 +144,11 @@ type Backend struct {
 	blocked blockedBy
 }
 
-var _ ports.Backend = (*Backend)(nil)
+var (
+	_ ports.Backend     = (*Backend)(nil)
+	_ ports.Server      = (*Backend)(nil)
+	_ ports.UsageReader = (*Backend)(nil)
+)
 
 // New returns a Backend for cfg. It does not connect: a server that is down now is reached
 // once it is up.
@@ -288,6 +293,9 @@ func (b *Backend) Ping(ctx context.Context) error {
 	b.blocked.keep(still)
 	return nil
 }
+
+// Leadership is the Backend's Lease, as a daemon holds it.
+func (b *Backend) Leadership() ports.Leadership { return b.Lease() }
 
 // Blocked is why the provider cannot finish what it does while a superuser's prepared
 // transaction it found in its way lasts (as Ping last found), "" where there is none.

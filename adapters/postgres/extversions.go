@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -16,82 +15,38 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// extensionsOf reads values.extensions: a list whose items are an extension's name (wanted at
-// the server's default version) or {"name": ..., "version": ...} (wanted at that version),
-// each checked. A name given twice must want the same version.
+// extensionsOf reads values.extensions as ports.Provision.Extensions does, each name and pinned
+// version checked as PostgreSQL takes them, in the entries' order: the names wanted, and the
+// versions pinned by name (one not named there is wanted at the server's default version).
 func extensionsOf(values map[string]any) (names []string, pins map[string]string, err error) {
-	v, ok := values["extensions"]
-	if !ok || v == nil {
-		return nil, nil, nil
-	}
-	list, isList := v.([]any)
-	if !isList {
-		return nil, nil, fmt.Errorf("values.extensions is %T, not a list", v)
-	}
-	names = make([]string, 0, len(list))
-	wants := map[string]string{} // "" for the server's default
-	for _, item := range list {
-		name, version, err := extensionEntry(item)
-		if err != nil {
+	exts, err := ports.Provision{Values: values}.Extensions()
+	for _, e := range exts { // those read before what err is about, and it: their names come first
+		if err := checkExtension(e.Name); err != nil {
 			return nil, nil, err
 		}
-		if was, seen := wants[name]; seen {
-			if was != version {
-				return nil, nil, fmt.Errorf("values.extensions names %s twice, at %s and at %s", name, versionWord(was), versionWord(version))
+		if e.Pinned {
+			if err := checkVersion(e.Name, e.Version); err != nil {
+				return nil, nil, err
 			}
-			continue
 		}
-		wants[name] = version
-		names = append(names, name)
-		if version != "" {
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if exts == nil {
+		return nil, nil, nil
+	}
+	names = make([]string, 0, len(exts))
+	for _, e := range exts {
+		names = append(names, e.Name)
+		if e.Version != "" {
 			if pins == nil {
 				pins = map[string]string{}
 			}
-			pins[name] = version
+			pins[e.Name] = e.Version
 		}
 	}
 	return names, pins, nil
-}
-
-// extensionEntry reads one item of values.extensions.
-func extensionEntry(item any) (name, version string, err error) {
-	switch x := item.(type) {
-	case string:
-		return x, "", checkExtension(x)
-	case map[string]any:
-		for k := range x {
-			if k != "name" && k != "version" {
-				return "", "", fmt.Errorf("values.extensions holds an entry with %q: an entry names only name and version", k)
-			}
-		}
-		name, isString := x["name"].(string)
-		if !isString {
-			return "", "", fmt.Errorf("values.extensions holds an entry whose name is %T, not a string", x["name"])
-		}
-		if err := checkExtension(name); err != nil {
-			return "", "", err
-		}
-		v, given := x["version"]
-		if !given {
-			return name, "", nil
-		}
-		version, isString := v.(string)
-		if !isString {
-			return "", "", fmt.Errorf("values.extensions: extension %s: version is %T, not a string", name, v)
-		}
-		return name, version, checkVersion(name, version)
-	}
-	return "", "", fmt.Errorf("values.extensions holds %T %s, not a name", item, printable(item))
-}
-
-// printable is v as fmt prints it, quoted where that holds what a terminal or a line would
-// take for more than text (control characters, bidirectional marks): it comes from the file.
-func printable(v any) string {
-	s := fmt.Sprint(v)
-	if q := strconv.QuoteToASCII(s); q[1:len(q)-1] != s {
-		return q
-	}
-	return s
 }
 
 // checkVersion refuses a pinned version that cannot name one of the server's: versions are
@@ -111,13 +66,6 @@ func checkVersion(name, version string) error {
 		}
 	}
 	return nil
-}
-
-func versionWord(v string) string {
-	if v == "" {
-		return "the server's default"
-	}
-	return v
 }
 
 // want is the version w wants of the extension name, given the server's default version.

@@ -44,6 +44,9 @@ func (b *Backend) Mode() Mode {
 	return ""
 }
 
+// Kind is the mode the server was last found in as a plain word, "" before it was asked.
+func (b *Backend) Kind() string { return string(b.Mode()) }
+
 // delegated is whether the provider last found its role not a superuser.
 func (b *Backend) delegated() bool { return b.Mode() == ModeDelegated }
 

@@ -36,12 +36,14 @@ type wanted struct {
 }
 
 // wantedOf validates what p names: the login, the database (derived.database, else values.name,
-// else the login) and values.extensions. Its errors are of kind ports.ErrInvalid.
+// else the login), values.extensions, derived.connection_limit and derived.settings, as
+// ports.Provision reads them for every backend, with the names checked as PostgreSQL takes them.
+// Its errors are of kind ports.ErrInvalid.
 func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err := b.checkName("login", p.As); err != nil {
 		return wanted{}, invalid(err)
 	}
-	db, err := databaseOf(p.As, p.Values, p.Derived)
+	db, err := p.Database()
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
@@ -52,52 +54,24 @@ func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	limit, err := limitOf(p.Derived, b.limit)
+	limit, named, err := p.ConnectionLimit()
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	settings, err := b.settingsOf(p.Derived)
+	if !named {
+		limit = b.limit
+	}
+	settings, err := b.settingsOf(p)
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
 	return wanted{role: p.As, database: db, extensions: exts, pins: pins, derived: p.Derived, limit: limit, settings: settings}, nil
 }
 
-// databaseOf names the consumer's database: derived.database wins over values.name; where
-// neither names one, the database is named after the login.
+// databaseOf names the consumer's database as ports.Provision.Database does, for a record
+// that holds only what was derived.
 func databaseOf(as string, values, derived map[string]any) (string, error) {
-	for _, src := range []struct {
-		where string
-		m     map[string]any
-		key   string
-	}{{"derived", derived, "database"}, {"values", values, "name"}} {
-		v, ok := src.m[src.key]
-		if !ok || v == nil {
-			continue
-		}
-		s, isString := v.(string)
-		if !isString {
-			return "", fmt.Errorf("%s.%s is %T, not a string", src.where, src.key, v)
-		}
-		if s != "" {
-			return s, nil
-		}
-	}
-	return as, nil
-}
-
-// limitOf reads derived.connection_limit: a whole number of connections, -1 for none; where it
-// is not named, otherwise.
-func limitOf(derived map[string]any, otherwise int) (int, error) {
-	v, ok := derived["connection_limit"]
-	if !ok || v == nil {
-		return otherwise, nil
-	}
-	n, isNumber := v.(float64)
-	if !isNumber || n != float64(int(n)) || n < -1 || n > 1<<20 {
-		return 0, fmt.Errorf("derived.connection_limit is %v, not a whole number of connections (-1 for no limit)", v)
-	}
-	return int(n), nil
+	return ports.Provision{As: as, Values: values, Derived: derived}.Database()
 }
 
 // checkName refuses a login or database name that is empty, too long, holds anything but

@@ -6,14 +6,13 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // DefaultAllowSettings is Config.AllowSettings' default: per-session limits, which bound what a
@@ -64,68 +63,27 @@ type setting struct {
 	value *string
 }
 
-// settingsOf reads derived.settings: an object of names on the allow-list to strings, numbers,
-// true/false, or null (reset). Its errors say which name and why.
-func (b *Backend) settingsOf(derived map[string]any) ([]setting, error) {
-	v, ok := derived["settings"]
-	if !ok || v == nil {
+// settingsOf reads derived.settings as ports.Provision.Settings does, each name checked against
+// what is never set and the allow-list. Its errors say which name and why.
+func (b *Backend) settingsOf(p ports.Provision) ([]setting, error) {
+	read, err := p.Settings()
+	out := make([]setting, 0, len(read))
+	for _, s := range read { // those read before what err is about, and it: their names come first
+		if err := CheckAllowSetting(s.Name); err != nil {
+			return nil, fmt.Errorf("derived.settings: %w", err)
+		}
+		if !slices.Contains(b.allowedSettings, s.Name) {
+			return nil, fmt.Errorf("derived.settings: setting %s is not allowed on this server (--allow-settings)", s.Name)
+		}
+		out = append(out, setting{name: s.Name, value: s.Value})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if read == nil {
 		return nil, nil
-	}
-	m, isObject := v.(map[string]any)
-	if !isObject {
-		return nil, fmt.Errorf("derived.settings is %T, not an object of settings", v)
-	}
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names) // one order, whatever the map's: the same statements and drift every time
-	out := make([]setting, 0, len(m))
-	for _, name := range names {
-		if err := CheckAllowSetting(name); err != nil {
-			return nil, fmt.Errorf("derived.settings: %w", err)
-		}
-		if !slices.Contains(b.allowedSettings, name) {
-			return nil, fmt.Errorf("derived.settings: setting %s is not allowed on this server (--allow-settings)", name)
-		}
-		value, err := settingValue(name, m[name])
-		if err != nil {
-			return nil, fmt.Errorf("derived.settings: %w", err)
-		}
-		out = append(out, setting{name: name, value: value})
 	}
 	return out, nil
-}
-
-// settingValue is v as a setting's value: text as it is, a whole number in decimal, true/false
-// as on/off, nil as none. Text is plain: no control characters, at most 256 bytes.
-func settingValue(name string, v any) (*string, error) {
-	var s string
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		s = v
-	case bool:
-		s = "off"
-		if v {
-			s = "on"
-		}
-	case float64:
-		if math.IsInf(v, 0) || math.IsNaN(v) {
-			return nil, fmt.Errorf("setting %s: %v is not a value", name, v)
-		}
-		s = strconv.FormatFloat(v, 'f', -1, 64)
-	default:
-		return nil, fmt.Errorf("setting %s is %T, not a string, number, true/false or null", name, v)
-	}
-	if len(s) > 256 {
-		return nil, fmt.Errorf("setting %s: its value is longer than 256 bytes", name)
-	}
-	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-		return nil, fmt.Errorf("setting %s: its value holds a control character", name)
-	}
-	return &s, nil
 }
 
 // settingLiteral quotes a setting's value as a string constant whatever

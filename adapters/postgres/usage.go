@@ -8,16 +8,14 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
-// Usage is what one consumer takes of the server.
-type Usage struct {
-	// DatabaseBytes is the size on disk of the databases its role owns (its database), as
-	// pg_database_size counts it.
-	DatabaseBytes int64
-	// Connections counts its role's sessions now.
-	Connections int
-}
+// Usage is what one consumer takes of the server: DatabaseBytes is the size on disk of the
+// databases its role owns (its database), as pg_database_size counts it; Connections counts its
+// role's sessions now.
+type Usage = ports.Usage
 
 // Usage answers, for each of the logins that has a role, what it takes of the server, in one
 // query: the databases each owns, sized (pg_database_size, which asks the file system for every

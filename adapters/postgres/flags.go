@@ -1,0 +1,109 @@
+// The PostgreSQL backend's own flags, as the daemon's command line takes them, and the Backend
+// opened from them: the daemon asks them through ports.Kind and names none of them.
+
+package postgres
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// Flags are the PostgreSQL backend's own flags: how to reach the server and what the provider
+// may do there. Flags registers them; their zero value is what it sets before parsing.
+type Flags struct {
+	// URL is how to reach the server (--database-url, else DATABASE_URL); empty leaves it to
+	// libpq's PG* variables and defaults. It may carry a password: Secrets names it.
+	URL string
+	// Database is the database the provider's own sessions, lease and locks use
+	// (--provider-database, DefaultDatabase).
+	Database string
+	// Adopt is what becomes of a role named like a consumer that this provider did not make
+	// (--adopt): AdoptPlain (the default) or AdoptNone.
+	Adopt Adopt
+	// AllowExtensions are the only extensions consumers may have (--allow-extensions); nil
+	// allows every one the server has available, empty allows none.
+	AllowExtensions []string
+	// AllowSettings are the only settings a consumer's entry may name (--allow-settings); nil
+	// is DefaultAllowSettings, empty allows none.
+	AllowSettings []string
+	// ConnectionLimit is each consumer role's CONNECTION LIMIT where its entry names none
+	// (--connection-limit); -1 (the default) for none, else positive.
+	ConnectionLimit int
+}
+
+var _ ports.Kind = (*Flags)(nil)
+
+// Flags registers the backend's flags on fs, each setting its field of f, which it first sets
+// to the flag's default.
+func (f *Flags) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&f.URL, "database-url", "", "how to reach the server, as a superuser, e.g. "+
+		"postgres://provisioner@db.example:5432/postgres?sslmode=verify-full; prefer the variable, which ps does not show; "+
+		"without either, DATABASE_URL, else libpq's PG* variables and defaults")
+	fs.StringVar(&f.Database, "provider-database", DefaultDatabase, "the database the provider's own sessions, "+
+		"its lease and its per-login locks use, whatever the URL names; every replica must name the same one")
+	f.Adopt = AdoptPlain
+	fs.Func("adopt", "a role named like a consumer that this provider did not make: plain (default) takes it over where it is a plain "+
+		"login role; none refuses it", func(s string) error {
+		f.Adopt = Adopt(s)
+		if f.Adopt != AdoptPlain && f.Adopt != AdoptNone {
+			return errors.New("want plain or none")
+		}
+		return nil
+	})
+	fs.Func("allow-extensions", "the only extensions consumers may have, comma-separated (default: every one the server has available)", func(s string) error {
+		f.AllowExtensions = []string{}
+		for _, name := range strings.Split(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				f.AllowExtensions = append(f.AllowExtensions, name)
+			}
+		}
+		return nil
+	})
+	fs.Func("allow-settings", "the only settings a consumer's entry may name (derived.settings), comma-separated (default: "+
+		strings.Join(DefaultAllowSettings, ",")+"; empty: none)", func(s string) error {
+		f.AllowSettings = []string{}
+		for _, name := range strings.Split(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if err := CheckAllowSetting(name); err != nil {
+					return err
+				}
+				f.AllowSettings = append(f.AllowSettings, name)
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&f.ConnectionLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
+}
+
+// Environ takes DATABASE_URL where neither --database-url nor its variable named the server.
+func (f *Flags) Environ(env map[string]string) {
+	if f.URL == "" {
+		f.URL = env["DATABASE_URL"]
+	}
+}
+
+// Check answers what is wrong with the flags, as one line an operator acts on.
+func (f *Flags) Check() error {
+	if f.ConnectionLimit < -1 || f.ConnectionLimit == 0 {
+		return fmt.Errorf("--connection-limit %d: want a positive number of connections, or -1 for none", f.ConnectionLimit)
+	}
+	return nil
+}
+
+// Secrets are the passwords the connection string carries.
+func (f *Flags) Secrets() []string { return passwordsIn(f.URL) }
+
+// Open is the Backend the flags and o name (New).
+func (f *Flags) Open(o ports.Options) (ports.Server, error) {
+	b, err := New(Config{URL: f.URL, Database: f.Database, Resource: o.Resource, Adopt: f.Adopt, Log: o.Log,
+		MaxConnections: o.MaxConnections, AllowExtensions: f.AllowExtensions, AllowSettings: f.AllowSettings,
+		ConnectionLimit: f.ConnectionLimit, ReadOnly: o.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
