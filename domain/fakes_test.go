@@ -625,7 +625,7 @@ func TestFakeBackendKeepsTheContract(t *testing.T) {
 		n++
 		as := fmt.Sprintf("consumer%d", n)
 		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
-	}, b.world())
+	}, b.contractWorld())
 }
 
 // The fake keeps the contract as a backend that checks passwords by logging in.
@@ -636,5 +636,5 @@ func TestFakeBackendByLoginKeepsTheContract(t *testing.T) {
 		n++
 		as := fmt.Sprintf("consumer%d", n)
 		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
-	}, b.world())
+	}, b.contractWorld())
 }
