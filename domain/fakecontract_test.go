@@ -116,3 +116,16 @@ func (l *fakeLease) close() {
 		delete(l.leases.holder, l.resource)
 	}
 }
+
+// A backend that adopts nothing keeps the contract, declaring so.
+func TestFakeBackendWithoutAdoptionKeepsTheContract(t *testing.T) {
+	n := 0
+	b := &fakeBackend{adoptsNothing: true}
+	w := b.contractWorld()
+	w.Skip.Adoption = "it refuses every login it did not make"
+	backendtest.Run(t, b, func() ports.Provision {
+		n++
+		as := fmt.Sprintf("consumer%d", n)
+		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
+	}, w)
+}
