@@ -32,7 +32,16 @@ WHERE a.application_name LIKE 'novox-provisioner/' || $1 || '/%/lease'`, resourc
 	}
 	if e.available("pg_trgm") {
 		w.Extension = "pg_trgm"
-		w.Installed = func(_ *testing.T, as string) []string { return e.extensions(as) } // its database is named after it
+		w.Installed = func(t *testing.T, as string) []string {
+			conn := e.connect(t, as) // its database is named after it
+			defer conn.Close(ctx)
+			rows, _ := conn.Query(ctx, "SELECT extname::text FROM pg_extension ORDER BY 1")
+			names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatalf("extensions in %s: %v", as, err)
+			}
+			return names
+		}
 	} else {
 		w.Skip.Extensions = "pg_trgm is not available on this server"
 	}
@@ -41,7 +50,9 @@ WHERE a.application_name LIKE 'novox-provisioner/' || $1 || '/%/lease'`, resourc
 	}
 	w.Limit = func(t *testing.T, as string) int {
 		var n int
-		if err := e.admin("").QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", as).Scan(&n); err != nil {
+		conn := e.connect(t, "")
+		defer conn.Close(ctx)
+		if err := conn.QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", as).Scan(&n); err != nil {
 			t.Fatalf("connection limit of %s: %v", as, err)
 		}
 		return n
@@ -49,18 +60,33 @@ WHERE a.application_name LIKE 'novox-provisioner/' || $1 || '/%/lease'`, resourc
 	// A check reads the extensions in the consumer's database; a session holding the catalog's
 	// table locked makes it wait.
 	w.Hang = func(t *testing.T, as string) func() {
-		conn := e.admin(as)
-		tx, err := conn.Begin(ctx)
-		if err == nil {
-			_, err = tx.Exec(ctx, "LOCK TABLE pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE")
-		}
+		conn := e.connect(t, as) // closed on release: a long test leaves no idle session behind
+		_, err := conn.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE")
 		if err != nil {
+			_ = conn.Close(ctx)
 			t.Fatalf("hang the check of %s: %v", as, err)
 		}
-		return func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+		return func() { _ = conn.Close(context.WithoutCancel(ctx)) }
 	}
 	// The Backend checks as many databases at once as its connections not pooled: half of
 	// Config.MaxConnections (its default here), rounded down.
 	w.AtOnce = postgres.DefaultMaxConnections - (postgres.DefaultMaxConnections+1)/2
 	return w
+}
+
+// connect is a superuser connection to db ("" for postgres) that the caller closes.
+func (e *env) connect(t *testing.T, db string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(e.srv.URL)
+	if err != nil {
+		t.Fatalf("parse the server's URL: %v", err)
+	}
+	if db != "" {
+		cfg.Database = db
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect to %s as the superuser: %v", db, err)
+	}
+	return conn
 }

@@ -262,7 +262,8 @@ func (c contract) timeout(t *testing.T) {
 		case i < c.w.AtOnce && (a.Err == nil || a.Held):
 			t.Fatalf("a hung check of %s answered held %v, error %v; want an error", ps[i].As, a.Held, a.Err)
 		case i >= c.w.AtOnce && !errors.Is(a.Err, ports.ErrNotAsked):
-			t.Fatalf("a check of %s not started before the hung ones timed out answered %+v; want it not asked", ps[i].As, a)
+			t.Fatalf("a check of %s not started before the hung ones timed out answered %+v; want it not asked (the hung ones answered %+v)",
+				ps[i].As, a, answers[:c.w.AtOnce])
 		}
 	}
 	// Each hung check ends at its own deadline; a generous bound, for a loaded machine.
