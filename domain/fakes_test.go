@@ -67,6 +67,8 @@ type fakeBackend struct {
 	// (Provision.Login); logins are the checks granted one, in order, whichever the mode.
 	byLogin bool
 	logins  []login
+
+	adoptsNothing bool // refuses every login it did not make, as a backend without adoption
 }
 
 // login is one login a check made: who, and when by the backend's clock.
@@ -184,7 +186,7 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	powerful, outside := b.outside[p.As]
 	_, made := b.store[p.As]
 	switch {
-	case p.Password == "" || outside && powerful || b.holder(p) != "":
+	case p.Password == "" || outside && (powerful || b.adoptsNothing) || b.holder(p) != "":
 		return ports.Foresight{Act: ports.ActRefuse, Why: []string{b.refusal(p).Error()}}
 	case outside:
 		return ports.Foresight{Act: ports.ActAdopt, Why: []string{"password", "comment (the record)"}}
@@ -625,7 +627,7 @@ func TestFakeBackendKeepsTheContract(t *testing.T) {
 		n++
 		as := fmt.Sprintf("consumer%d", n)
 		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
-	}, b.world())
+	}, b.contractWorld())
 }
 
 // The fake keeps the contract as a backend that checks passwords by logging in.
@@ -636,5 +638,5 @@ func TestFakeBackendByLoginKeepsTheContract(t *testing.T) {
 		n++
 		as := fmt.Sprintf("consumer%d", n)
 		return ports.Provision{As: as, Password: "pw", Values: map[string]any{"name": as}, Derived: map[string]any{}}
-	}, b.world())
+	}, b.contractWorld())
 }

@@ -487,7 +487,7 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 // The adapter keeps the contract of ports.Backend.
 func TestBackendKeepsTheContract(t *testing.T) {
 	e := newEnv(t)
-	backendtest.Run(t, e.b, func() ports.Provision { return provision(name("contract"), "pg_trgm") }, backendtest.World{
+	backendtest.Run(t, e.b, func() ports.Provision { return provision(name("contract"), "pg_trgm") }, e.contractWorld(e.srv.URL, backendtest.World{
 		Join: func(t *testing.T, as string) {
 			e.exec("", "CREATE ROLE "+as+"_up", "CREATE ROLE "+as+"_down LOGIN", "GRANT "+as+"_up TO "+as, "GRANT "+as+" TO "+as+"_down")
 		},
@@ -495,5 +495,5 @@ func TestBackendKeepsTheContract(t *testing.T) {
 		Powerful: func(t *testing.T, as string) {
 			e.exec("", "CREATE ROLE "+as+"_group", "CREATE ROLE "+as+" LOGIN PASSWORD 'theirs' IN ROLE "+as+"_group")
 		},
-	})
+	}))
 }

@@ -27,6 +27,67 @@ type World struct {
 	// Powerful makes a login named as that the backend did not make, holding more than the
 	// backend would have given it (a member of another login): the backend must refuse it.
 	Powerful func(t *testing.T, as string)
+
+	// The parts of the contract below: a runner gives what a part needs, or declares in Skip
+	// that its backend does not keep that part, and why. A part it neither gives nor skips
+	// fails.
+
+	// Restart is a new Backend on the same server, as a replica started afresh has: it knows
+	// only what the server keeps.
+	Restart func(t *testing.T) ports.Backend
+	// Lease is a replica's lease of resource, on the backend's server: two for one resource
+	// contend for it. Its close gives it up. EndLease ends the session of the replica that holds
+	// the lease of resource as the server does for one that died.
+	Lease    func(t *testing.T, resource string) (l ports.Lease, close func())
+	EndLease func(t *testing.T, resource string)
+	// Extension names an extension the server has (values.extensions). Installed, where given,
+	// lists the extensions installed in the consumer as's database, read from the server itself.
+	Extension string
+	Installed func(t *testing.T, as string) []string
+	// SetLimit sets the connection limit of the login as (derived.connection_limit) behind the
+	// backend's back; Limit, where given, reads it from the server itself.
+	SetLimit func(t *testing.T, as string, n int)
+	Limit    func(t *testing.T, as string) int
+	// Hang makes the backend's check of the consumer as hang until release is called (it is
+	// also called at the test's end). AtOnce is how many consumers' checks the backend makes
+	// at once.
+	Hang   func(t *testing.T, as string) (release func())
+	AtOnce int
+
+	// Skip declares the parts of the contract the backend does not keep, each with why.
+	Skip Skip
+}
+
+// Skip names the parts of the contract a backend does not keep: a part whose reason is not
+// empty is skipped, saying so and why (go test -v shows it), rather than passed unasked.
+type Skip struct {
+	// Adoption: the backend takes over no login it did not make (World.Plain, World.Powerful).
+	Adoption string
+	// Restart: no Backend but this one can be made on its server (World.Restart).
+	Restart string
+	// Lease: the backend has no lease (World.Lease, World.EndLease).
+	Lease string
+	// Extensions: the backend makes no extensions (World.Extension).
+	Extensions string
+	// Limits: the backend keeps no connection limit (World.SetLimit).
+	Limits string
+	// Timeout: no check of the backend can be made to hang (World.Hang).
+	Timeout string
+}
+
+// part runs the part of the contract called name as a subtest: skipped where the runner
+// declares it skips it, failed where it gives not what the part needs (given false).
+func part(t *testing.T, name, skip string, given bool, f func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		switch {
+		case skip != "":
+			t.Skipf("the backend declares it does not keep this part: %s", skip)
+		case !given:
+			t.Fatalf("the runner neither gives what this part needs nor declares it skips it")
+		}
+		f(t)
+	})
 }
 
 // Run checks b against the contract. fresh answers a consumer b has never seen, with a
@@ -271,6 +332,9 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		}
 	})
 	t.Run("a role made as the backend makes it is adopted; one that holds more is refused and left alone", func(t *testing.T) {
+		if w.Skip.Adoption != "" {
+			t.Skipf("the backend declares it does not keep this part: %s", w.Skip.Adoption)
+		}
 		plain, powerful := fresh(), fresh()
 		w.Plain(t, plain.As)
 		create(t, plain)
@@ -306,6 +370,9 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		rotated.Password = p.Password + "-rotated"
 		if did := create(t, rotated); did != ports.ActRepair {
 			t.Fatalf("a create under a new password said %q, want %q", did, ports.ActRepair)
+		}
+		if w.Skip.Adoption != "" {
+			return // a backend that adopts nothing says so in its skip of adoption
 		}
 		plain := fresh()
 		w.Plain(t, plain.As)
@@ -355,6 +422,10 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		ps := []ports.Provision{made, held, rotated, joined, withdrawn, plain, powerful, empty}
 		want := []ports.Act{ports.ActCreate, ports.ActNone, ports.ActRepair, ports.ActRepair, ports.ActRepair, ports.ActAdopt,
 			ports.ActRefuse, ports.ActRefuse}
+		makes := 6                 // the first of ps that Create makes
+		if w.Skip.Adoption != "" { // a backend that adopts nothing refuses a plain role as any it did not make
+			want[5], makes = ports.ActRefuse, 5
+		}
 		managedBefore, err := b.Managed(ctx)
 		if err != nil {
 			t.Fatalf("managed: %v", err)
@@ -391,13 +462,15 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 			}
 		}
 		// What Foresee said is what Create then does.
-		for i, p := range ps[:6] {
+		for i, p := range ps[:makes] {
 			if did := create(t, p); did != want[i] && !(want[i] == ports.ActNone && did == ports.ActRepair) {
 				t.Fatalf("create %s did %q, foreseen %q", p.As, did, want[i])
 			}
 		}
-		if _, err := b.Create(ctx, powerful); !errors.Is(err, ports.ErrRefused) {
-			t.Fatalf("create %s, foreseen refused: %v", powerful.As, err)
+		for _, p := range append([]ports.Provision{powerful}, ps[makes:6]...) {
+			if _, err := b.Create(ctx, p); !errors.Is(err, ports.ErrRefused) {
+				t.Fatalf("create %s, foreseen refused: %v", p.As, err)
+			}
 		}
 		if _, err := b.Create(ctx, empty); !errors.Is(err, ports.ErrInvalid) {
 			t.Fatalf("create with an empty password, foreseen refused: %v", err)
@@ -406,6 +479,17 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 			t.Fatal("answers for no consumers")
 		}
 	})
+	c := contract{b: b, fresh: fresh, w: w, holds: holds, create: create, remove: remove, recorded: recorded}
+	part(t, "what one Backend made, a new Backend on the same server knows as managed, withdrawn or not", w.Skip.Restart,
+		w.Restart != nil, c.restart)
+	part(t, "one of two replicas holds the lease; closing it, or its session ending, frees it", w.Skip.Lease,
+		w.Lease != nil && w.EndLease != nil, c.lease)
+	part(t, "an extension the server has is made and held; one it has not is skipped, the rest made", w.Skip.Extensions,
+		w.Extension != "", c.extensions)
+	part(t, "a connection limit asked is held; one changed behind the backend's back is drift, and repaired", w.Skip.Limits,
+		w.SetLimit != nil, c.limits)
+	part(t, "a check that hangs ends at its deadline, and the checks not started then are not asked", w.Skip.Timeout,
+		w.Hang != nil && w.AtOnce > 0, c.timeout)
 }
 
 // sameRecord is whether two listings of the record say the same, in any order.
