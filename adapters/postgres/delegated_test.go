@@ -69,10 +69,6 @@ func TestDelegatedKeepsTheContract(t *testing.T) {
 			e.exec("", "CREATE ROLE "+as+"_group", "CREATE ROLE "+as+" LOGIN PASSWORD 'theirs' IN ROLE "+as+"_group")
 		},
 	})
-	// A known fault, kept as it is until it is mended: a replica takes only a superuser's
-	// session for another replica's, so two delegated replicas end each other's session and
-	// take the lease in turn.
-	w.Skip.Lease = "two delegated replicas end each other's lease session in turn: the lease takes only a superuser's session for a replica's"
 	backendtest.Run(t, b, func() ports.Provision { return provision(name("deleg"), "pg_trgm") }, w)
 }
 

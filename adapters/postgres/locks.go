@@ -96,7 +96,8 @@ func (b *Backend) lockError(err error) error {
 
 // holdersOf is the query that answers who, but this session, holds or waits for the advisory
 // lock of key in this database: sessions (pid, with gid "") and prepared transactions (gid and
-// database, pid 0), whether a superuser's, and whether the lock is granted. A bigint key is
+// database, pid 0), whether a superuser's or a session of the provider's own role, and whether
+// the lock is granted. A bigint key is
 // classid (its high half) and objid (its low half) in pg_locks, objsubid 1. A prepared
 // transaction's locks have no pid: it is found by its transaction id, which it holds under the
 // same virtual transaction.
@@ -105,7 +106,7 @@ func holdersOf(key string) string {
 l AS (SELECT l.* FROM pg_catalog.pg_locks l, k WHERE l.locktype = 'advisory' AND l.objsubid = 1
       AND l.classid = ((k.key >> 32) & 4294967295)::pg_catalog.oid AND l.objid = (k.key & 4294967295)::pg_catalog.oid
       AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
-SELECT a.usename::text, r.rolsuper, a.pid, '', '', l.granted
+SELECT a.usename::text, r.rolsuper OR a.usesysid = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = session_user), a.pid, '', '', l.granted
 FROM l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
 WHERE a.pid <> pg_catalog.pg_backend_pid()
 UNION ALL
@@ -130,7 +131,9 @@ WHERE a.rolname = $1)`
 
 // holder is one session or prepared transaction that holds or waits for a lock.
 type holder struct {
-	user     string
+	user string
+	// super: a superuser's, or a session of the provider's own role (another replica, or
+	// this one's, in delegated mode too): waited for, never ended.
 	super    bool
 	pid      int
 	gid      string // a prepared transaction's, "" for a session
