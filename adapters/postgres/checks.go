@@ -87,7 +87,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 				inside[k] = append(inside[k], x)
 			}
 		}
-		if cs := b.define(wants[i]).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(delegated && ps[i].Login) {
+		if cs := define(wants[i], b.resource).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(delegated && ps[i].Login) {
 			out[i].changes = cs
 			continue
 		}

@@ -18,10 +18,10 @@ type definition struct {
 	derived        map[string]any // the entry's derived values, in the record
 }
 
-// define is the definition of the consumer w, for this provider.
-func (b *Backend) define(w wanted) definition {
+// define is the definition of the consumer w, for the provider of resource.
+func define(w wanted, resource string) definition {
 	return definition{role: w.role, database: w.database, limit: w.limit, settings: w.settings,
-		resource: b.resource, derived: w.derived}
+		resource: resource, derived: w.derived}
 }
 
 // record is the record the role carries once Create has run, where had is the record it

@@ -1,6 +1,7 @@
 // Foresee: what Create would do, found without changing anything, the plan's question. The
-// rules are Create's own (creatable, anothers, claim, notHandedOver) and the drift is the check's
-// (HoldsAll), so that a plan says what a pass does, never a second idea of it.
+// rules are Create's own (creatable, anothers, claim, notHandedOver) and the changes are the
+// check's (its comparison, read typed), so that a plan says what a pass does, never a second
+// idea of it.
 
 package postgres
 
@@ -13,19 +14,6 @@ import (
 
 	"github.com/novox/postgres-provider/ports"
 )
-
-// creatable is what Create checks of p before its first statement: every name, and a password.
-// Its errors are of kind ports.ErrInvalid.
-func (b *Backend) creatable(p ports.Provision) (wanted, error) {
-	w, err := b.wantedOf(p)
-	if err != nil {
-		return wanted{}, err
-	}
-	if p.Password == "" {
-		return wanted{}, invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
-	}
-	return w, nil
-}
 
 // Foresee answers, in the order of ps, what Create would do for each, and changes nothing: the
 // roles and databases are read in one read-only transaction (no lock is taken, not even the
@@ -85,7 +73,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		case a.Err != nil:
 			out[i].Err = a.Err
 		case adopting[i]:
-			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: b.define(wants[i]).adoptionWords(a.changes)}
+			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: define(wants[i], b.resource).adoptionWords(a.changes)}
 		case len(a.changes) == 0:
 			out[i] = ports.Foresight{Act: ports.ActNone}
 		default:

@@ -41,7 +41,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		}
 		made, adopted = !f.role, adopt
 		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
-		d := b.define(w)
+		d := define(w, b.resource)
 		var cs []change
 		if f.role {
 			cs = d.roleChanges(f)
