@@ -27,9 +27,26 @@ import (
 // a slot; once one timed out, the database checks not yet started are not made (ErrNotAsked).
 func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
 	out := make([]ports.Checked, len(ps))
-	if len(ps) == 0 {
-		return out
+	for i, c := range b.check(ctx, ps, each) {
+		out[i] = c.Checked
+		if c.Err == nil {
+			out[i].Drift = words(c.changes)
+			out[i].Held = len(c.changes) == 0
+		}
 	}
+	return out
+}
+
+// checked is what a check found of one consumer: its changes (the drift, typed), and the
+// Holding's other parts or the error that kept it from being asked.
+type checked struct {
+	ports.Checked
+	changes []change
+}
+
+// check is HoldsAll with the changes typed, for Foresee to read as they are.
+func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration) []checked {
+	out := make([]checked, len(ps))
 	wants := make([]wanted, len(ps))
 	var roles, databases, named []string
 	index := make([]int, 0, len(ps)) // which of ps are asked about
@@ -52,37 +69,26 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	if len(index) == 0 {
 		return out
 	}
-	facts, available, err := b.catalogWithin(ctx, each, roles, databases, named)
+	seen, available, err := b.catalogWithin(ctx, each, roles, databases, named)
 	if err != nil {
 		for _, i := range index { // one cause for all
 			out[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
 		}
 		return out
 	}
-	// The stored verifiers, checked on every core: a process that has not checked them before
-	// (a start, a take-over) runs PBKDF2 once for each.
-	// A provider that is not a superuser cannot read them: it logs in with the password below,
-	// as the consumers the loop granted a login this pass (Provision.Login); the others'
-	// passwords are taken as held until their turn.
+	b.verifyAll(ps, wants, index, seen)
 	delegated := b.delegated()
-	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
-		i := index[k]
-		facts[k].verifies = delegated || facts[k].stored != nil && b.verified.verifies(*facts[k].stored, ps[i].Password, wants[i].role)
-	})
-	var deep []int // the consumers whose databases must be looked into
+	var deep []int                         // the consumers whose databases must be looked into
+	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	for k, i := range index {
-		f := facts[k]
-		f.available = make([]string, 0, len(wants[i].extensions))
+		inside[k] = make([]string, 0, len(wants[i].extensions))
 		for _, x := range wants[i].extensions {
 			if _, refused := b.refusedExt.Load(wants[i].role + "/" + x); has(available, x) && b.allows(x) && !refused {
-				f.available = append(f.available, x)
+				inside[k] = append(inside[k], x)
 			}
 		}
-		f.wantLimit = wants[i].limit
-		f.wantSettings = wants[i].settings
-		facts[k] = f
-		if drift := b.drift(wants[i].role, f); len(drift) > 0 || len(f.available) == 0 && !(delegated && ps[i].Login) {
-			out[i].Holding = ports.Holding{Held: len(drift) == 0, Drift: drift}
+		if cs := define(wants[i], b.resource).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(delegated && ps[i].Login) {
+			out[i].changes = cs
 			continue
 		}
 		deep = append(deep, k)
@@ -91,58 +97,76 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 	boundedEach(len(deep), cap(b.databases), func(j int) {
 		k := deep[j]
 		i := index[k]
-		var release func()
-		var err error
-		if !timedOut.Load() {
-			release, err = b.slot(ctx) // its turn; its deadline starts once it has it
+		out[i] = b.checkInside(ctx, each, &timedOut, ps[i], wants[i], seen[k], inside[k], available)
+	})
+	return out
+}
+
+// verifyAll works out, on every core, whether each stored verifier was made from the minted
+// password: a process that has not checked them before (a start, a take-over) runs PBKDF2
+// once for each. A provider that is not a superuser cannot read them: it logs in with the
+// password instead (checkInside), as the consumers the loop granted a login this pass
+// (Provision.Login); the others' passwords are taken as held until their turn.
+func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, seen []observed) {
+	delegated := b.delegated()
+	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
+		i := index[k]
+		seen[k].verifies = delegated || seen[k].stored != nil && b.verified.verifies(*seen[k].stored, ps[i].Password, wants[i].role)
+	})
+}
+
+// checkInside checks one consumer that the catalog found as defined inside its database (and,
+// for a provider that is not a superuser, its password by logging in), in one of the slots,
+// within each from when it has one; once one timed out (timedOut), it asks nothing.
+func (b *Backend) checkInside(ctx context.Context, each time.Duration, timedOut *atomic.Bool, p ports.Provision, w wanted,
+	o observed, names []string, available map[string]string) (out checked) {
+	var release func()
+	var err error
+	if !timedOut.Load() {
+		release, err = b.slot(ctx) // its turn; its deadline starts once it has it
+	}
+	switch {
+	case err != nil:
+		out.Err = checkErr(err, "check extensions in %s", w.database)
+		return out
+	case release == nil || timedOut.Load():
+		if release != nil {
+			release()
+		}
+		out.Err = fmt.Errorf("check extensions in %s: %w", w.database, ports.ErrNotAsked)
+		return out
+	}
+	dctx, cancel := context.WithTimeout(ctx, each)
+	defer cancel()
+	if b.delegated() && p.Login {
+		ok, err := b.logsIn(dctx, w, p.Password)
+		if err != nil || !ok || len(names) == 0 {
+			release()
 		}
 		switch {
 		case err != nil:
-			out[i].Err = checkErr(err, "check extensions in %s", wants[i].database)
-			return
-		case release == nil || timedOut.Load():
-			if release != nil {
-				release()
-			}
-			out[i].Err = fmt.Errorf("check extensions in %s: %w", wants[i].database, ports.ErrNotAsked)
-			return
-		}
-		dctx, cancel := context.WithTimeout(ctx, each)
-		defer cancel()
-		if delegated && ps[i].Login {
-			ok, err := b.logsIn(dctx, wants[i], ps[i].Password)
-			if err != nil || !ok || len(facts[k].available) == 0 {
-				release()
-			}
-			switch {
-			case err != nil:
-				if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-					timedOut.Store(true)
-				}
-				out[i].Err = checkErr(err, "check the password of %s by logging in", wants[i].role)
-				return
-			case !ok:
-				out[i].Holding = ports.Holding{Drift: []string{"password"}}
-				return
-			case len(facts[k].available) == 0:
-				out[i].Holding = ports.Holding{Held: true}
-				return
-			}
-		}
-		held, err := b.inDatabase(dctx, wants[i], facts[k].available, available, release)
-		if err != nil {
 			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				timedOut.Store(true)
 			}
-			out[i].Err = checkErr(err, "check extensions in %s", wants[i].database)
-			return
+			out.Err = checkErr(err, "check the password of %s by logging in", w.role)
+			return out
+		case !ok:
+			out.changes = []change{{kind: passwordStale}}
+			return out
+		case len(names) == 0:
+			return out
 		}
-		if !facts[k].searchPath {
-			held.Drift = append(held.Drift, "search_path setting")
+	}
+	out, err = b.inDatabase(dctx, w, names, available, release)
+	if err != nil {
+		if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			timedOut.Store(true)
 		}
-		held.Held = len(held.Drift) == 0
-		out[i].Holding = held
-	})
+		return checked{Checked: ports.Checked{Err: checkErr(err, "check extensions in %s", w.database)}}
+	}
+	if !o.searchPath {
+		out.changes = append(out.changes, change{kind: searchPathUnset})
+	}
 	return out
 }
 
@@ -157,57 +181,13 @@ func boundedEach(n, limit int, fn func(int)) {
 	_ = g.Wait() // fn returns nothing to wait for but its end
 }
 
-// drift is what differs between what the catalog says of a consumer and what Create makes, in
-// words an operator reads; empty where nothing does. The extensions are looked into apart.
-func (b *Backend) drift(role string, f facts) []string {
-	var d []string
-	if !f.role {
-		return append(d, "role missing")
-	}
-	switch r, ok := parseRecord(f.comment); {
-	case !ok || r.Resource != b.resource || b.foreign(role, r) != "":
-		d = append(d, "not recorded as the provider's")
-	case r.State != active:
-		d = append(d, "recorded withdrawn")
-	case r.V < recordVersion:
-		d = append(d, "record format") // written before the record named its login
-	}
-	d = append(d, f.standing.drift()...)
-	if !f.verifies {
-		d = append(d, "password")
-	}
-	if f.limit != f.wantLimit {
-		d = append(d, "connection limit")
-	}
-	if !f.database {
-		return append(d, "database missing")
-	}
-	if !f.owner {
-		d = append(d, "owner")
-	}
-	if f.open {
-		d = append(d, "open to others")
-	}
-	if !f.provides {
-		d = append(d, "closed to the provider")
-	}
-	if !f.allowed {
-		d = append(d, "connections not allowed")
-	}
-	if f.template {
-		d = append(d, "a template")
-	}
-	return append(d, settingsDrift(f.wantSettings, f.setconfig)...)
-}
-
 // inDatabase is what the check finds inside the consumer's database: the provider's schema
 // (owned by a superuser, the consumer's role may use it and nobody else create in it), each of
 // names installed and at which version against the one wanted (the pin, else the server's
 // default in defaults), and the extensions kept that it no longer names; asked in one round
-// trip on a read-only connection of its own in the slot release gives back. Held is left to
-// the caller.
-func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, defaults map[string]string, release func()) (ports.Holding, error) {
-	var h ports.Holding
+// trip on a read-only connection of its own in the slot release gives back.
+func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, defaults map[string]string, release func()) (checked, error) {
+	var h checked
 	conn, err := b.connectIn(ctx, w.database, true, release)
 	if err != nil {
 		return h, err
@@ -246,11 +226,11 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 		return h, err
 	}
 	if !schemaOK {
-		h.Drift = append(h.Drift, "extensions schema")
+		h.changes = append(h.changes, change{kind: schemaUnsafe})
 	}
-	var missing []string
+	var missing []change
 	missing, h.Updates, h.Has = b.versionsHeld(w.role, seen)
-	h.Drift = append(h.Drift, missing...)
+	h.changes = append(h.changes, missing...)
 	for _, x := range kept {
 		h.Kept = append(h.Kept, "extension "+x+" kept: no longer named, never dropped")
 	}

@@ -25,7 +25,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	var did ports.Act
 	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		// A database another consumer has is refused before the role is made.
-		db, err := databaseFacts(ctx, conn, w.database)
+		db, err := b.observe(ctx, conn, w.role, w.database, reading{})
 		if err == nil {
 			err = b.anothers(db, w.role)
 		}
@@ -35,7 +35,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if did, err = b.ensureRole(ctx, conn, w, p.Password); err != nil {
 			return fmt.Errorf("create role %s: %w", w.role, err)
 		}
-		made, err := b.ensureDatabase(ctx, conn, w.database, w.role)
+		made, err := b.ensureDatabase(ctx, conn, define(w, b.resource))
 		if err != nil {
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
@@ -57,4 +57,17 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		return extErr
 	})
 	return did, err
+}
+
+// creatable is what Create checks of p before its first statement: every name, and a password.
+// Its errors are of kind ports.ErrInvalid.
+func (b *Backend) creatable(p ports.Provision) (wanted, error) {
+	w, err := b.wantedOf(p)
+	if err != nil {
+		return wanted{}, err
+	}
+	if p.Password == "" {
+		return wanted{}, invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
+	}
+	return w, nil
 }

@@ -126,49 +126,11 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 			}
 			continue
 		}
-		version, at := "", x.version
-		if pin := w.pins[x.name]; pin != "" {
-			at = pin
-			if ok, err := b.offers(ctx, db.Conn, w.role, x.name, pin); err != nil || !ok {
-				if err != nil {
-					return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
-				}
-				continue
-			}
-			version = " VERSION " + literal(pin)
+		made, err := b.createExtension(ctx, db.Conn, w, x)
+		if err != nil {
+			return changed, err
 		}
-		var where *string
-		if err := db.QueryRow(ctx, sqlRequiredIn, x.name, at).Scan(&where); err != nil {
-			return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
-		}
-		if where != nil {
-			return changed, refused(fmt.Errorf("create extension %s in %s: it requires an extension installed in schema %s, where others may "+
-				"create objects; its script would run as a superuser searching that schema, so it is not created", x.name, w.database, *where))
-		}
-		statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE"
-		if x.schema != "" {
-			if x.schema != "pg_catalog" && x.schema != extensionSchema {
-				return changed, refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
-					"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
-					x.name, w.database, x.schema))
-			}
-			statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE"
-		}
-		if _, err := db.Exec(ctx, statement); err != nil {
-			if b.delegated() && pgCode(err) == insufficientPrivilege {
-				// The server does not let a provider that is not a superuser create it (not
-				// trusted, not on the platform's allow-list): said once, and the rest go on.
-				if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
-					b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
-				}
-				b.refusedExt.Store(w.role+"/"+x.name, true)
-				continue
-			}
-			return changed, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
-		}
-		changed = true
-		b.refusedExt.Delete(w.role + "/" + x.name)
-		b.said.clear(w.role + "/" + x.name + "/refused")
+		changed = changed || made
 	}
 	var failed error
 	if len(update) > 0 && len(updates) > 0 {
@@ -188,6 +150,56 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		return changed || set, err
 	}
 	return changed || set, failed
+}
+
+// createExtension creates x in the consumer's database db, as the provider, in the provider's
+// schema (or the one its control file fixes, where that is not one the consumer can write) at
+// the version pinned, else the default; it answers whether it created it. One the server does
+// not let a provider that is not a superuser create is said once and skipped.
+func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension) (bool, error) {
+	version, at := "", x.version
+	if pin := w.pins[x.name]; pin != "" {
+		at = pin
+		if ok, err := b.offers(ctx, db, w.role, x.name, pin); err != nil || !ok {
+			if err != nil {
+				return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+			}
+			return false, nil
+		}
+		version = " VERSION " + literal(pin)
+	}
+	var where *string
+	if err := db.QueryRow(ctx, sqlRequiredIn, x.name, at).Scan(&where); err != nil {
+		return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+	}
+	if where != nil {
+		return false, refused(fmt.Errorf("create extension %s in %s: it requires an extension installed in schema %s, where others may "+
+			"create objects; its script would run as a superuser searching that schema, so it is not created", x.name, w.database, *where))
+	}
+	statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE"
+	if x.schema != "" {
+		if x.schema != "pg_catalog" && x.schema != extensionSchema {
+			return false, refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
+				"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
+				x.name, w.database, x.schema))
+		}
+		statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE"
+	}
+	if _, err := db.Exec(ctx, statement); err != nil {
+		if b.delegated() && pgCode(err) == insufficientPrivilege {
+			// The server does not let a provider that is not a superuser create it (not
+			// trusted, not on the platform's allow-list): said once, and the rest go on.
+			if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
+				b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
+			}
+			b.refusedExt.Store(w.role+"/"+x.name, true)
+			return false, nil
+		}
+		return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+	}
+	b.refusedExt.Delete(w.role + "/" + x.name)
+	b.said.clear(w.role + "/" + x.name + "/refused")
+	return true, nil
 }
 
 // sqlRequiredIn names the schemas, other than the catalog and the provider's, of the installed

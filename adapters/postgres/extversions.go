@@ -184,11 +184,11 @@ func scanInstalled(rows pgx.Rows) ([]installed, error) {
 // versionsHeld turns what a check observed into the Holding's parts: the extensions missing
 // (drift), the updates due, and the keys of those held at the wanted version. A refusal the
 // server gave when an update was tried (delegated) is the update's.
-func (b *Backend) versionsHeld(role string, seen []installed) (drift []string, updates []ports.Update, has []string) {
+func (b *Backend) versionsHeld(role string, seen []installed) (drift []change, updates []ports.Update, has []string) {
 	for _, x := range seen {
 		u, due := x.change()
 		if x.version == "" && !due {
-			drift = append(drift, "extension "+x.name+" missing")
+			drift = append(drift, change{kind: extensionMissing, subject: x.name})
 			continue
 		}
 		if !due {

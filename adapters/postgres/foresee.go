@@ -1,32 +1,19 @@
 // Foresee: what Create would do, found without changing anything, the plan's question. The
-// rules are Create's own (creatable, anothers, claim, notHandedOver) and the drift is the check's
-// (HoldsAll), so that a plan says what a pass does, never a second idea of it.
+// rules are Create's own (creatable, anothers, claim, notHandedOver) and the changes are the
+// check's (its comparison, read typed), so that a plan says what a pass does, never a second
+// idea of it.
 
 package postgres
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/novox/postgres-provider/ports"
 )
-
-// creatable is what Create checks of p before its first statement: every name, and a password.
-// Its errors are of kind ports.ErrInvalid.
-func (b *Backend) creatable(p ports.Provision) (wanted, error) {
-	w, err := b.wantedOf(p)
-	if err != nil {
-		return wanted{}, err
-	}
-	if p.Password == "" {
-		return wanted{}, invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
-	}
-	return w, nil
-}
 
 // Foresee answers, in the order of ps, what Create would do for each, and changes nothing: the
 // roles and databases are read in one read-only transaction (no lock is taken, not even the
@@ -64,9 +51,9 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		switch {
 		case l.refusal != nil:
 			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{l.refusal.Error()}}
-		case !l.role.exists:
+		case !l.role:
 			why := []string{"role " + w.role}
-			if !l.db.exists {
+			if !l.database {
 				why = append(why, "database "+w.database)
 			}
 			out[i] = ports.Foresight{Act: ports.ActCreate, Why: why}
@@ -80,24 +67,29 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		checked[k] = ps[i]
 		checked[k].Login = true // what Create would do turns on the password too
 	}
-	for k, a := range b.HoldsAll(ctx, checked, each) {
+	for k, a := range b.check(ctx, checked, each) {
 		i := check[k]
 		switch {
 		case a.Err != nil:
 			out[i].Err = a.Err
 		case adopting[i]:
-			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: adoptionChanges(wants[i], a.Drift)}
-		case a.Held:
+			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: define(wants[i], b.resource).adoptionWords(a.changes)}
+		case len(a.changes) == 0:
 			out[i] = ports.Foresight{Act: ports.ActNone}
 		default:
-			out[i] = ports.Foresight{Act: ports.ActRepair, Why: a.Drift}
+			out[i] = ports.Foresight{Act: ports.ActRepair, Why: words(a.changes)}
 		}
 		if a.Err == nil {
 			out[i].Updates, out[i].Kept = a.Updates, a.Kept
 		}
 	}
-	// Of the consumers that would be made, one asking for the database of an earlier one is
-	// refused before any call, as the loop refuses it (Clashes).
+	b.refuseClashes(ps, out)
+	return out
+}
+
+// refuseClashes refuses, of the consumers out says would be made, one asking for the database
+// of an earlier one, before any call, as the loop refuses it (Clashes).
+func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight) {
 	var making []int
 	for i, f := range out {
 		if f.Err == nil && f.Act == ports.ActCreate {
@@ -113,14 +105,12 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 			out[making[k]] = ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}
 		}
 	}
-	return out
 }
 
 // look is what Create would find of one consumer before it writes anything: its role and its
 // database, whether it would adopt the role, and, where it would refuse, its error.
 type look struct {
-	role    roleFacts
-	db      dbFacts
+	observed
 	adopt   bool
 	refusal error
 }
@@ -143,21 +133,18 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 	for k, i := range index {
 		w, l := wants[i], &looks[k]
 		cctx, cancel := context.WithTimeout(ctx, each)
-		l.role, err = b.factsOf(cctx, tx, w.role)
-		if err == nil {
-			l.db, err = databaseFacts(cctx, conn, w.database)
-		}
-		if taken := b.anothers(l.db, w.role); err == nil && taken != nil {
+		l.observed, err = b.observe(cctx, tx, w.role, w.database, reading{verifier: true, holdings: true})
+		if taken := b.anothers(l.observed, w.role); err == nil && taken != nil {
 			l.refusal = fmt.Errorf("create database %s: %w", w.database, taken)
 		} else if err == nil {
 			var refusal error
-			switch _, l.adopt, refusal = b.claim(cctx, tx, w, l.role); {
+			switch _, l.adopt, refusal = b.claim(cctx, tx, w, l.observed); {
 			case refusal != nil && (cctx.Err() != nil || conn.Conn().IsClosed()):
 				err = refusal // the question could not be asked
 			case refusal != nil:
 				l.refusal = fmt.Errorf("create role %s: %w", w.role, refusal)
 			default:
-				if refused := b.notHandedOver(l.db, w.role); refused != nil {
+				if refused := b.notHandedOver(l.observed, w.role); refused != nil {
 					l.refusal = fmt.Errorf("create database %s: %w", w.database, refused)
 				}
 			}
@@ -168,24 +155,4 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		}
 	}
 	return looks, nil
-}
-
-// adoptionChanges is what taking over a role changes, from what a check of it found: the
-// record is written on it, a database missing is made, and what else differs is set as the
-// definition says.
-func adoptionChanges(w wanted, drift []string) []string {
-	out := make([]string, 0, len(drift))
-	for _, d := range drift {
-		switch d {
-		case "not recorded as the provider's":
-			d = "comment (the record)"
-		case "database missing":
-			d = "database " + w.database + " created"
-		}
-		out = append(out, d)
-	}
-	if !slices.Contains(out, "comment (the record)") {
-		out = append(out, "comment (the record)")
-	}
-	return out
 }

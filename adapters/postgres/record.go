@@ -147,7 +147,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	)
 	_, err = pgx.ForEachRow(rows, []any{&as, &comment}, func() error {
 		if r, ok := parseRecord(comment); ok && r.Resource == b.resource {
-			if why := b.foreign(as, r); why != "" {
+			if why := foreign(as, r); why != "" {
 				if b.said.first("record of "+as, why) {
 					b.say(slog.LevelWarn, as, "%s", why)
 				}
@@ -186,8 +186,8 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 		}
 		err := b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
 			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				f, err := b.factsOf(ctx, tx, as)
-				if err != nil || !f.exists {
+				f, err := b.observe(ctx, tx, as, "", reading{verifier: true, holdings: true})
+				if err != nil || !f.role {
 					return err
 				}
 				r, err := b.ours(as, f)
@@ -206,7 +206,7 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 
 // ours answers the record on role where it is this provider's, and an error that says whose
 // the role is otherwise.
-func (b *Backend) ours(role string, f roleFacts) (record, error) {
+func (b *Backend) ours(role string, f observed) (record, error) {
 	r, ok := parseRecord(f.comment)
 	switch {
 	case !ok:
@@ -214,7 +214,7 @@ func (b *Backend) ours(role string, f roleFacts) (record, error) {
 	case r.Resource != b.resource:
 		return record{}, refused(fmt.Errorf("role %s is managed by the provider of %q, not %q; it is not taken over", role, r.Resource, b.resource))
 	}
-	if why := b.foreign(role, r); why != "" {
+	if why := foreign(role, r); why != "" {
 		return record{}, errors.New(why)
 	}
 	return r, nil
@@ -223,7 +223,7 @@ func (b *Backend) ours(role string, f roleFacts) (record, error) {
 // foreign is why a record of this provider's on role does not make role the provider's: a
 // record of a format this provider does not know, or one written on another role (the role
 // was renamed, or the record copied); "" where it does.
-func (b *Backend) foreign(role string, r record) string {
+func foreign(role string, r record) string {
 	switch {
 	case r.V > recordVersion:
 		return fmt.Sprintf("role %s carries a record of format %d, newer than this provider's (%d); it is left alone "+
@@ -235,11 +235,6 @@ func (b *Backend) foreign(role string, r record) string {
 	return ""
 }
 
-// setRecord writes r on role, in the transaction tx.
-func setRecord(ctx context.Context, tx pgx.Tx, role string, r record) error {
-	_, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role)+" IS "+literal(r.text()))
-	return err
-}
 
 // sameRecord is whether two records say the same.
 func sameRecord(a, b record) bool {

@@ -19,24 +19,34 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string) error {
-	return b.withdrawn(ctx, as, true, func(context.Context, *pgxpool.Conn, record, holdings) error { return nil })
+	return b.withdrawThen(ctx, as, markWithdrawn, func(context.Context, *pgxpool.Conn, record, observed) error { return nil })
 }
 
-// withdrawn withdraws the login as, under its lock (marking its record withdrawn where mark
-// says so), and where the role exists, then runs then with its record and what it holds.
-func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func(context.Context, *pgxpool.Conn, record, holdings) error) error {
+// marking is whether a withdrawal marks the record withdrawn: Remove does; Drop does not, so
+// that a drop cut short leaves the record as it was and the next pass drops again.
+type marking bool
+
+const (
+	markWithdrawn marking = true
+	keepRecord    marking = false
+)
+
+// withdrawThen takes the login as, under its lock (marking its record withdrawn as mark
+// says), and where the role exists, ends its sessions and runs then with its record and what it
+// holds, still under the lock.
+func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, then func(context.Context, *pgxpool.Conn, record, observed) error) error {
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
 	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
 		r, f, err := b.withdrawLogin(ctx, conn, as, mark)
-		if err != nil || !f.exists {
+		if err != nil || !f.role {
 			return err
 		}
 		if err := b.endSessions(ctx, conn, as); err != nil {
 			return err
 		}
-		return then(ctx, conn, r, f.held)
+		return then(ctx, conn, r, f)
 	})
 }
 
@@ -52,16 +62,16 @@ func (b *Backend) withdrawn(ctx context.Context, as string, mark bool, then func
 func (b *Backend) Drop(ctx context.Context, as string) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
-	return b.withdrawn(ctx, as, false, func(ctx context.Context, conn *pgxpool.Conn, r record, h holdings) error {
+	return b.withdrawThen(ctx, as, keepRecord, func(ctx context.Context, conn *pgxpool.Conn, r record, h observed) error {
 		mine := r.databases(as)
 		if len(mine) == 0 {
 			return fmt.Errorf("drop %s: its record names no database", as)
 		}
 		ours := func(db string) bool { return slices.Contains(mine, db) }
-		if others := slices.DeleteFunc(slices.Clone(h.databases), ours); len(others) > 0 {
+		if others := slices.DeleteFunc(slices.Clone(h.owns), ours); len(others) > 0 {
 			return refused(fmt.Errorf("role %s also owns %s, which the provider did not make for it; not dropped: give %s another "+
 				"owner (ALTER DATABASE ... OWNER TO) or drop %s", as,
-				joined(others), them(len(others)), them(len(others))))
+				joined(others), itOrThem(len(others)), itOrThem(len(others))))
 		}
 		if elsewhere := slices.DeleteFunc(slices.Clone(h.ownsIn), ours); len(elsewhere) > 0 {
 			places := make([]string, len(elsewhere))
@@ -72,7 +82,7 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 				"or give them another owner there (REASSIGN OWNED BY %s TO ...)",
 				as, joined(places), as))
 		}
-		for _, db := range h.databases {
+		for _, db := range h.owns {
 			if err := b.dropDatabase(ctx, conn, db, as); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
@@ -107,13 +117,13 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 
 // withdrawLogin takes LOGIN from the role and, where mark says so, marks its record withdrawn,
 // in one transaction. It answers the role's record, and whether the role exists.
-func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark bool) (record, roleFacts, error) {
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark marking) (record, observed, error) {
 	var (
-		f roleFacts
+		f observed
 		r record
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		if f, err = b.factsOf(ctx, tx, as); err != nil || !f.exists {
+		if f, err = b.observe(ctx, tx, as, "", reading{verifier: true, holdings: true}); err != nil || !f.role {
 			return err
 		}
 		r, err = b.ours(as, f)
@@ -140,7 +150,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		return setRecord(ctx, tx, as, r)
 	})
 	if err != nil {
-		return record{}, roleFacts{}, fmt.Errorf("withdraw login %s: %w", as, err)
+		return record{}, observed{}, fmt.Errorf("withdraw login %s: %w", as, err)
 	}
 	return r, f, nil
 }
@@ -186,8 +196,8 @@ func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role
 	return err
 }
 
-// them is "it" or "them".
-func them(n int) string {
+// itOrThem is "it" for one, "them" for more.
+func itOrThem(n int) string {
 	if n == 1 {
 		return "it"
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,7 +32,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		if err != nil {
 			return err
 		}
-		f, err := b.factsOf(ctx, tx, w.role)
+		f, err := b.observe(ctx, tx, w.role, "", reading{verifier: true, holdings: true})
 		if err != nil {
 			return err
 		}
@@ -41,41 +40,35 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		if err != nil {
 			return err
 		}
-		made, adopted = !f.exists, adopt
-		if f.memberships() {
+		made, adopted = !f.role, adopt
+		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
+		d := define(w, b.resource)
+		var cs []change
+		if f.role {
+			cs = d.roleChanges(f)
+		}
+		if hasKind(cs, memberOf, grantedTo) {
 			changed = true
 			if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
 				return err
 			}
 		}
-		verifies := f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
-		if !f.exists || !f.asMade() || f.limit != w.limit || !verifies {
+		if !f.role || hasKind(cs, loginOff, powersOn, roleExpired, roleValidUntil, limitDiffers, passwordStale) {
 			var verifier string
-			if !verifies {
+			if !f.verifies {
 				if verifier, err = scram.Verifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
 					return err
 				}
 			}
 			changed = true
-			if err := b.writeRole(ctx, tx, f.exists, w, verifier); err != nil {
+			if err := b.writeRole(ctx, tx, f.role, w, verifier); err != nil {
 				return err
 			}
 		}
 		if err := b.ownMembership(ctx, tx, w.role); err != nil {
 			return err
 		}
-		// The databases the provider made for the consumer before (and that the role still
-		// owns) stay in its record beside the one it asks for now: a drop takes them all.
-		databases := []string{w.database}
-		for _, db := range had.databases(w.role) {
-			if slices.Contains(f.held.databases, db) && !slices.Contains(databases, db) {
-				databases = append(databases, db)
-			}
-		}
-		slices.Sort(databases)
-		want := record{V: recordVersion, Login: w.role, Resource: b.resource, Database: w.database, Databases: databases,
-			Derived: w.derived, State: active}
-		if adopted || !sameRecord(had, want) {
+		if want := d.record(had, f.owns); adopted || !sameRecord(had, want) {
 			changed = true
 			return setRecord(ctx, tx, w.role, want)
 		}
@@ -94,8 +87,8 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 // it, in their transactions (q), so that a plan refuses exactly what a pass would.
 func (b *Backend) claim(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, w wanted, f roleFacts) (had record, adopt bool, err error) {
-	if !f.exists {
+}, w wanted, f observed) (had record, adopt bool, err error) {
+	if !f.role {
 		// A role of the provider's renamed away keeps its record, which names this login: the
 		// consumer is that role, and is not made a second time beside it.
 		other, err := b.renamedTo(ctx, q, w.role)
@@ -111,7 +104,7 @@ func (b *Backend) claim(ctx context.Context, q interface {
 	case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
 		return record{}, false, refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", w.role))
 	case errors.Is(err, errNotRecorded):
-		if why := unadoptable(f.standing, f.held, w.database); why != "" {
+		if why := unadoptable(f, w.database); why != "" {
 			return record{}, false, refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
 		}
 		if err := b.mayAdminister(ctx, q, w.role); err != nil {
@@ -181,73 +174,4 @@ func quietSQL(delegated bool) string {
        set_config('debug_print_rewritten', 'off', true),
        set_config('debug_print_plan', 'off', true),
        set_config('pg_stat_statements.track_utility', 'off', true)`
-}
-
-// writeRole makes the role, or makes it again, as the definition says, with w's connection
-// limit and, where verifier is not empty, that password. A superuser sends the verifier in
-// the statement, on a transaction quietSQL kept out of every log. A provider that is not one
-// cannot quiet the server: it sends the verifier as a parameter of a function of its session's
-// own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
-// pg_stat_activity names no verifier, and an error inside it is raised again without the
-// statement it came from.
-func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, w wanted, verifier string) error {
-	if !b.delegated() {
-		secret := ""
-		if verifier != "" {
-			secret = " PASSWORD " + literal(verifier)
-		}
-		_, err := tx.Exec(ctx, roleDDL(exists, false, w.role, w.limit, secret))
-		return err
-	}
-	if _, err := tx.Exec(ctx, roleDDL(exists, true, w.role, w.limit, "")); err != nil {
-		return err
-	}
-	if verifier == "" {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION pg_temp.novox_password(role text, verifier text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE pg_catalog.format('ALTER ROLE %I PASSWORD %L', role, verifier);
-EXCEPTION WHEN OTHERS THEN
-    RAISE EXCEPTION USING MESSAGE = SQLERRM, ERRCODE = SQLSTATE;
-END
-$$`); err != nil {
-		return fmt.Errorf("make the function that sets a password: %w", err)
-	}
-	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", w.role, verifier)
-	return err
-}
-
-// roleFacts is what Create, Remove and Drop need to know of a role before they touch it.
-type roleFacts struct {
-	exists bool
-	standing
-	held    holdings
-	comment *string
-	limit   int
-	// stored is the role's password verifier.
-	stored *string
-}
-
-// factsOf reads what roleFacts holds for role, in one round trip; a provider that is not a
-// superuser cannot read stored verifiers.
-func (b *Backend) factsOf(ctx context.Context, q pgx.Tx, role string) (roleFacts, error) {
-	var f roleFacts
-	stored, join := "a.rolpassword", "LEFT JOIN pg_catalog.pg_authid a ON a.oid = r.oid"
-	if b.delegated() {
-		stored, join = "NULL::text", ""
-	}
-	err := q.QueryRow(ctx, `WITH RECURSIVE r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = $1),
-roots AS (SELECT oid FROM r), `+sqlMemberships+`, `+sqlHeldCTE+`
-SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), `+sqlAttributes+`, `+sqlForever+`, `+sqlExpired+`,
-       `+sqlMembershipColumns+`,
-       `+sqlHeld+`,
-       pg_catalog.shobj_description(r.oid, 'pg_authid'), `+stored+`, coalesce(r.rolconnlimit, -1)
-FROM (VALUES (1)) AS one (x)
-LEFT JOIN r ON true
-`+sqlMembershipJoins+`
-`+join, role).Scan(&f.exists, &f.login, &f.attributes, &f.forever, &f.expired,
-		&f.memberOf, &f.grantedTo, &f.held.databases, &f.held.ownsIn, &f.held.grantedIn, &f.comment, &f.stored, &f.limit)
-	return f, err
 }

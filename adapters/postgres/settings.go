@@ -92,23 +92,6 @@ func settingLiteral(s string) string {
 	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
 }
 
-// settingsDrift is what differs between the settings wanted and setconfig, the role's settings
-// in its database as pg_db_role_setting holds them ("name=value"); a setting it does not name is
-// left alone, and not drift.
-func settingsDrift(want []setting, setconfig []string) []string {
-	var d []string
-	for _, s := range want {
-		at := slices.IndexFunc(setconfig, func(c string) bool { return strings.HasPrefix(c, s.name+"=") })
-		switch {
-		case s.value == nil && at >= 0:
-			d = append(d, "setting "+s.name+" (reset)")
-		case s.value != nil && (at < 0 || setconfig[at] != s.name+"="+*s.value):
-			d = append(d, "setting "+s.name)
-		}
-	}
-	return d
-}
-
 // ensureSettings sets w's settings for its role in its database where they differ, and answers
 // whether it changed one. The server is asked first whether each is a parameter it knows and
 // one a consumer could set (context user), or a bound only a superuser may lift
@@ -155,14 +138,10 @@ func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed 
 		return false, fmt.Errorf("read settings: %w", err)
 	}
 	for _, s := range w.settings {
-		if len(settingsDrift([]setting{s}, have)) == 0 {
+		if _, differs := s.change(have); !differs {
 			continue
 		}
-		statement := "ALTER ROLE " + ident(w.role) + " IN DATABASE " + ident(w.database) + " RESET " + ident(s.name)
-		if s.value != nil {
-			statement = "ALTER ROLE " + ident(w.role) + " IN DATABASE " + ident(w.database) + " SET " + ident(s.name) + " = " + settingLiteral(*s.value)
-		}
-		if _, err := conn.Exec(ctx, statement); err != nil {
+		if _, err := conn.Exec(ctx, settingSQL(w.role, w.database, s)); err != nil {
 			switch code := pgCode(err); code {
 			case invalidParameterValue, invalidTextRepresentation:
 				return changed, invalid(fmt.Errorf("setting %s: %s", s.name, pgMessage(err)))

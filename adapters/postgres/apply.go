@@ -1,0 +1,179 @@
+// The writer: what Create changes on the server, as SQL, each statement for the changes a
+// comparison found (compare.go) or for a role or database being made.
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// roleDDL is the statement that makes role, or makes it again, as the definition says, with
+// its connection limit and, where secret is not empty, its password (" PASSWORD '<verifier>'").
+// A provider that is not a superuser names none of the attributes only a superuser may change
+// (it cannot give them, and the server refuses even their absence).
+func roleDDL(exists, delegated bool, role string, limit int, secret string) string {
+	verb := "CREATE"
+	if exists {
+		verb = "ALTER"
+	}
+	super := " NOSUPERUSER NOREPLICATION NOBYPASSRLS"
+	if delegated {
+		super = ""
+	}
+	return verb + " ROLE " + ident(role) + " WITH LOGIN NOCREATEDB NOCREATEROLE" + super +
+		" VALID UNTIL 'infinity' CONNECTION LIMIT " + strconv.Itoa(limit) + secret
+}
+
+// writeRole makes the role, or makes it again, as the definition says, with w's connection
+// limit and, where verifier is not empty, that password. A superuser sends the verifier in
+// the statement, on a transaction quietSQL kept out of every log. A provider that is not one
+// cannot quiet the server: it sends the verifier as a parameter of a function of its session's
+// own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
+// pg_stat_activity names no verifier, and an error inside it is raised again without the
+// statement it came from.
+func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, w wanted, verifier string) error {
+	if !b.delegated() {
+		secret := ""
+		if verifier != "" {
+			secret = " PASSWORD " + literal(verifier)
+		}
+		_, err := tx.Exec(ctx, roleDDL(exists, false, w.role, w.limit, secret))
+		return err
+	}
+	if _, err := tx.Exec(ctx, roleDDL(exists, true, w.role, w.limit, "")); err != nil {
+		return err
+	}
+	if verifier == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION pg_temp.novox_password(role text, verifier text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE pg_catalog.format('ALTER ROLE %I PASSWORD %L', role, verifier);
+EXCEPTION WHEN OTHERS THEN
+    RAISE EXCEPTION USING MESSAGE = SQLERRM, ERRCODE = SQLSTATE;
+END
+$$`); err != nil {
+		return fmt.Errorf("make the function that sets a password: %w", err)
+	}
+	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", w.role, verifier)
+	return err
+}
+
+// revokeMemberships revokes, in tx, every grant that makes role a member of another role or
+// another role a member of it: each grantor's (PostgreSQL 16 keeps one per grantor), with
+// what was granted on from it (CASCADE). Chains are cut at the grant that touches role. The
+// provider's own membership in role is kept: it is how a provider that is not a superuser
+// acts as the owner of the consumer's database.
+func (b *Backend) revokeMemberships(ctx context.Context, tx pgx.Tx, role string) error {
+	rows, err := tx.Query(ctx, `SELECT g.rolname::text, m.rolname::text, gr.rolname::text
+FROM pg_catalog.pg_auth_members a
+JOIN pg_catalog.pg_roles g ON g.oid = a.roleid
+JOIN pg_catalog.pg_roles m ON m.oid = a.member
+JOIN pg_catalog.pg_roles gr ON gr.oid = a.grantor
+WHERE (g.rolname = $1 OR m.rolname = $1) AND NOT (g.rolname = $1 AND m.rolname = current_user)
+ORDER BY 1, 2, 3`, role)
+	if err != nil {
+		return err
+	}
+	var grants [][3]string
+	var grant [3]string
+	if _, err := pgx.ForEachRow(rows, []any{&grant[0], &grant[1], &grant[2]}, func() error {
+		grants = append(grants, grant)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, g := range grants {
+		revoke := "REVOKE " + ident(g[0]) + " FROM " + ident(g[1]) + " GRANTED BY " + ident(g[2]) + " CASCADE"
+		if !b.delegated() {
+			if _, err := tx.Exec(ctx, revoke); err != nil {
+				return fmt.Errorf("revoke %s from %s: %w", g[0], g[1], err)
+			}
+			continue
+		}
+		// From PostgreSQL 16 a role that is not a superuser may not revoke what a role whose
+		// privileges it lacks granted: said once, and the grant stays drift for an operator.
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { _, err := sp.Exec(ctx, revoke); return err })
+		switch {
+		case pgCode(err) == insufficientPrivilege:
+			if b.said.first("revoke/"+role+"/"+g[0]+">"+g[1]+"/"+g[2], "denied") {
+				b.say(slog.LevelWarn, role, "%s: the membership of %s in %s, granted by %s, cannot be revoked by the provider's "+
+					"role %s (%s); revoke it as a superuser: REVOKE %s FROM %s GRANTED BY %s", role, g[1], g[0], g[2], b.self,
+					pgMessage(err), ident(g[0]), ident(g[1]), ident(g[2]))
+			}
+		case err != nil:
+			return fmt.Errorf("revoke %s from %s: %w", g[0], g[1], err)
+		}
+	}
+	return nil
+}
+
+// ownMembership makes the provider a member of role where it is not a superuser: the server
+// lets only a member (before PostgreSQL 16) or one that may SET the role (from 16) name it
+// the owner of a database, and act as that owner. From 16 the membership is SET only, never
+// INHERIT, so that the provider never holds the consumer's privileges by default.
+func (b *Backend) ownMembership(ctx context.Context, tx pgx.Tx, role string) error {
+	if !b.delegated() {
+		return nil
+	}
+	grant := "GRANT " + ident(role) + " TO CURRENT_USER"
+	if b.from16() {
+		grant += " WITH INHERIT FALSE, SET TRUE"
+	}
+	if _, err := tx.Exec(ctx, grant); err != nil {
+		return fmt.Errorf("make the provider a member of %s: %w", role, err)
+	}
+	return nil
+}
+
+// setRecord writes r on role, in the transaction tx.
+func setRecord(ctx context.Context, tx pgx.Tx, role string, r record) error {
+	_, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role)+" IS "+literal(r.text()))
+	return err
+}
+
+// closeAndOpen, as the database's owner, takes from everyone but its owner the right to
+// connect to db (PUBLIC's default rights include CONNECT and TEMPORARY; others are revoked as
+// found), then lets connections in and makes sure it is no template. A provider that is not a
+// superuser keeps CREATE on it, to make its extensions schema there.
+func (b *Backend) closeAndOpen(ctx context.Context, tx pgx.Tx, db string, open []string, cs []change) error {
+	if hasKind(cs, openToOthers) {
+		if _, err := tx.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+ident(db)+" FROM PUBLIC"); err != nil {
+			return err
+		}
+		for _, grantee := range open {
+			if grantee == "PUBLIC" || grantee == b.self {
+				continue
+			}
+			if _, err := tx.Exec(ctx, "REVOKE CONNECT ON DATABASE "+ident(db)+" FROM "+ident(grantee)); err != nil {
+				return err
+			}
+		}
+	}
+	if hasKind(cs, closedToProvider) {
+		if _, err := tx.Exec(ctx, "GRANT CONNECT, CREATE ON DATABASE "+ident(db)+" TO "+ident(b.self)); err != nil {
+			return err
+		}
+	}
+	if hasKind(cs, connectionsOff, isTemplate) {
+		if _, err := tx.Exec(ctx, "ALTER DATABASE "+ident(db)+" WITH ALLOW_CONNECTIONS true IS_TEMPLATE false"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settingSQL is the statement that gives role the setting s in db, or resets it there where s
+// names no value.
+func settingSQL(role, db string, s setting) string {
+	if s.value == nil {
+		return "ALTER ROLE " + ident(role) + " IN DATABASE " + ident(db) + " RESET " + ident(s.name)
+	}
+	return "ALTER ROLE " + ident(role) + " IN DATABASE " + ident(db) + " SET " + ident(s.name) + " = " + settingLiteral(*s.value)
+}

@@ -1,0 +1,247 @@
+// The comparison of what the server holds of a consumer (observed) with its definition: typed
+// changes, each with the word an operator reads, made here and nowhere else.
+
+package postgres
+
+import (
+	"slices"
+	"strings"
+)
+
+// kind is one way a consumer on the server differs from its definition.
+type kind int
+
+const (
+	roleMissing kind = iota
+	notRecorded      // the role is not recorded as this provider's
+	recordWithdrawn
+	recordFormat // written before the record named its login
+	loginOff
+	powersOn
+	roleExpired
+	roleValidUntil
+	memberOf  // subject: the role it is a member of ("postgres through finance")
+	grantedTo // subject: the role that is a member of it
+	passwordStale
+	limitDiffers
+	databaseMissing
+	ownerDiffers
+	openToOthers
+	closedToProvider
+	connectionsOff
+	isTemplate
+	settingSet   // subject: the setting's name
+	settingReset // subject: the setting's name
+	searchPathUnset
+	schemaUnsafe
+	extensionMissing // subject: the extension's name
+)
+
+// change is one difference between a consumer on the server and its definition, and what
+// Create does about it.
+type change struct {
+	kind    kind
+	subject string // the role, setting or extension it is about, where the kind names one
+}
+
+// word is the change as a check says it.
+func (c change) word() string {
+	switch c.kind {
+	case roleMissing:
+		return "role missing"
+	case notRecorded:
+		return "not recorded as the provider's"
+	case recordWithdrawn:
+		return "recorded withdrawn"
+	case recordFormat:
+		return "record format"
+	case loginOff:
+		return "login"
+	case powersOn:
+		return "powers"
+	case roleExpired:
+		return "expired"
+	case roleValidUntil:
+		return "valid until"
+	case memberOf:
+		return "member of " + c.subject
+	case grantedTo:
+		return "granted to " + c.subject
+	case passwordStale:
+		return "password"
+	case limitDiffers:
+		return "connection limit"
+	case databaseMissing:
+		return "database missing"
+	case ownerDiffers:
+		return "owner"
+	case openToOthers:
+		return "open to others"
+	case closedToProvider:
+		return "closed to the provider"
+	case connectionsOff:
+		return "connections not allowed"
+	case isTemplate:
+		return "a template"
+	case settingSet:
+		return "setting " + c.subject
+	case settingReset:
+		return "setting " + c.subject + " (reset)"
+	case searchPathUnset:
+		return "search_path setting"
+	case schemaUnsafe:
+		return "extensions schema"
+	case extensionMissing:
+		return "extension " + c.subject + " missing"
+	}
+	return "unknown"
+}
+
+// words are the changes as a check says them; nil where there are none.
+func words(cs []change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.word())
+	}
+	return out
+}
+
+// adoptionWords are what taking over a role changes, from what a comparison of it found: the
+// record is written on it, a database missing is made, and what else differs is set as the
+// definition says.
+func (d definition) adoptionWords(cs []change) []string {
+	out := make([]string, 0, len(cs)+1)
+	recorded := false
+	for _, c := range cs {
+		switch c.kind {
+		case notRecorded:
+			out, recorded = append(out, "comment (the record)"), true
+		case databaseMissing:
+			out = append(out, "database "+d.database+" created")
+		default:
+			out = append(out, c.word())
+		}
+	}
+	if !recorded {
+		out = append(out, "comment (the record)")
+	}
+	return out
+}
+
+// hasKind is whether cs holds a change of one of kinds.
+func hasKind(cs []change, kinds ...kind) bool {
+	for _, c := range cs {
+		for _, k := range kinds {
+			if c.kind == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// changes is how the consumer o differs from d, in the order a check says it; nil where it
+// does not. The extensions, inside the database, are compared apart (inDatabase).
+func (d definition) changes(o observed) []change {
+	if !o.role {
+		return []change{{kind: roleMissing}}
+	}
+	cs := d.roleChanges(o)
+	if !o.database {
+		return append(cs, change{kind: databaseMissing})
+	}
+	cs = append(cs, d.databaseChanges(o)...)
+	return append(cs, d.settingChanges(o.setconfig)...)
+}
+
+// roleChanges is how the role, which exists, differs from d: its record, its attributes and
+// memberships, its password and its limit.
+func (d definition) roleChanges(o observed) []change {
+	var cs []change
+	switch r, ok := parseRecord(o.comment); {
+	case !ok || r.Resource != d.resource || foreign(d.role, r) != "":
+		cs = append(cs, change{kind: notRecorded})
+	case r.State != active:
+		cs = append(cs, change{kind: recordWithdrawn})
+	case r.V < recordVersion:
+		cs = append(cs, change{kind: recordFormat})
+	}
+	cs = append(cs, standingChanges(o)...)
+	if !o.verifies {
+		cs = append(cs, change{kind: passwordStale})
+	}
+	if o.limit != d.limit {
+		cs = append(cs, change{kind: limitDiffers})
+	}
+	return cs
+}
+
+// standingChanges is how the role's own attributes and memberships differ from the definition.
+func standingChanges(s observed) []change {
+	var cs []change
+	if !s.login {
+		cs = append(cs, change{kind: loginOff})
+	}
+	if len(s.attributes) > 0 {
+		cs = append(cs, change{kind: powersOn})
+	}
+	switch {
+	case s.expired:
+		cs = append(cs, change{kind: roleExpired})
+	case !s.forever:
+		cs = append(cs, change{kind: roleValidUntil})
+	}
+	for _, g := range s.memberOf {
+		cs = append(cs, change{kind: memberOf, subject: g})
+	}
+	for _, g := range s.grantedTo {
+		cs = append(cs, change{kind: grantedTo, subject: g})
+	}
+	return cs
+}
+
+// databaseChanges is how the database, which exists, differs from d: its owner, who may
+// connect to it, and whether it accepts connections or is a template.
+func (d definition) databaseChanges(o observed) []change {
+	var cs []change
+	if o.owner != d.role {
+		cs = append(cs, change{kind: ownerDiffers})
+	}
+	if len(o.open) > 0 {
+		cs = append(cs, change{kind: openToOthers})
+	}
+	if !o.provides {
+		cs = append(cs, change{kind: closedToProvider})
+	}
+	if !o.allowed {
+		cs = append(cs, change{kind: connectionsOff})
+	}
+	if o.template {
+		cs = append(cs, change{kind: isTemplate})
+	}
+	return cs
+}
+
+// settingChanges is how the role's settings in its database, as pg_db_role_setting holds them
+// ("name=value"), differ from d's; a setting d does not name is left alone, and no change.
+func (d definition) settingChanges(setconfig []string) []change {
+	var cs []change
+	for _, s := range d.settings {
+		if c, ok := s.change(setconfig); ok {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// change is how setconfig differs from s, where it does.
+func (s setting) change(setconfig []string) (change, bool) {
+	at := slices.IndexFunc(setconfig, func(c string) bool { return strings.HasPrefix(c, s.name+"=") })
+	switch {
+	case s.value == nil && at >= 0:
+		return change{kind: settingReset, subject: s.name}, true
+	case s.value != nil && (at < 0 || setconfig[at] != s.name+"="+*s.value):
+		return change{kind: settingSet, subject: s.name}, true
+	}
+	return change{}, false
+}

@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// asMade is a consumer exactly as the definition d says, recorded as the provider's.
+func asMade(d definition) observed {
+	text := record{V: recordVersion, Login: d.role, Resource: d.resource, Database: d.database, State: active}.text()
+	return observed{role: true, login: true, forever: true, comment: &text, limit: d.limit,
+		verifies: true, database: true, owner: d.role, allowed: true, provides: true}
+}
+
+func TestAConsumerAsMadeHasNoChanges(t *testing.T) {
+	is := is.New(t)
+	d := definition{role: "letta", database: "letta", limit: 5, resource: "postgres"}
+	is.Equal(d.changes(asMade(d)), nil) // nothing differs
+}
+
+func TestEachDifferenceIsOneChangeInTheWordsACheckSays(t *testing.T) {
+	on := "on"
+	d := definition{role: "letta", database: "app", limit: 5, resource: "postgres",
+		settings: []setting{{name: "work_mem", value: &on}, {name: "jit"}}}
+	withdrawnRecord := record{V: recordVersion, Login: "letta", Resource: "postgres", State: withdrawn}.text()
+	oldRecord := record{Resource: "postgres", State: active}.text()
+	othersRecord := record{V: recordVersion, Login: "letta", Resource: "mysql", State: active}.text()
+	renamedRecord := record{V: recordVersion, Login: "other", Resource: "postgres", State: active}.text()
+	for name, tc := range map[string]struct {
+		change func(*observed)
+		words  []string
+		kinds  []kind
+	}{
+		"role missing":       {func(o *observed) { *o = observed{} }, []string{"role missing"}, []kind{roleMissing}},
+		"database missing":   {func(o *observed) { o.database = false }, []string{"database missing"}, []kind{databaseMissing}},
+		"no record":          {func(o *observed) { o.comment = nil }, []string{"not recorded as the provider's"}, []kind{notRecorded}},
+		"another's record":   {func(o *observed) { o.comment = &othersRecord }, []string{"not recorded as the provider's"}, []kind{notRecorded}},
+		"a renamed record":   {func(o *observed) { o.comment = &renamedRecord }, []string{"not recorded as the provider's"}, []kind{notRecorded}},
+		"withdrawn":          {func(o *observed) { o.comment = &withdrawnRecord }, []string{"recorded withdrawn"}, []kind{recordWithdrawn}},
+		"an old record":      {func(o *observed) { o.comment = &oldRecord }, []string{"record format"}, []kind{recordFormat}},
+		"no login":           {func(o *observed) { o.login = false }, []string{"login"}, []kind{loginOff}},
+		"a superuser":        {func(o *observed) { o.attributes = []string{"a superuser"} }, []string{"powers"}, []kind{powersOn}},
+		"expired":            {func(o *observed) { o.expired, o.forever = true, false }, []string{"expired"}, []kind{roleExpired}},
+		"valid until a date": {func(o *observed) { o.forever = false }, []string{"valid until"}, []kind{roleValidUntil}},
+		"memberships": {func(o *observed) {
+			o.memberOf, o.grantedTo = []string{"postgres through finance"}, []string{"intruder"}
+		},
+			[]string{"member of postgres through finance", "granted to intruder"}, []kind{memberOf, grantedTo}},
+		"password":         {func(o *observed) { o.verifies = false }, []string{"password"}, []kind{passwordStale}},
+		"connection limit": {func(o *observed) { o.limit = -1 }, []string{"connection limit"}, []kind{limitDiffers}},
+		"owner":            {func(o *observed) { o.owner = "postgres" }, []string{"owner"}, []kind{ownerDiffers}},
+		"open":             {func(o *observed) { o.open = []string{"PUBLIC"} }, []string{"open to others"}, []kind{openToOthers}},
+		"closed":           {func(o *observed) { o.provides = false }, []string{"closed to the provider"}, []kind{closedToProvider}},
+		"not allowed":      {func(o *observed) { o.allowed = false }, []string{"connections not allowed"}, []kind{connectionsOff}},
+		"a template":       {func(o *observed) { o.template = true }, []string{"a template"}, []kind{isTemplate}},
+		"settings": {func(o *observed) { o.setconfig = []string{"work_mem=off", "jit=off", "other=1"} },
+			[]string{"setting work_mem", "setting jit (reset)"}, []kind{settingSet, settingReset}},
+		"a setting missing": {func(o *observed) { o.setconfig = nil }, []string{"setting work_mem"}, []kind{settingSet}},
+		"a role missing has nothing else": {func(o *observed) { o.role, o.database, o.verifies = false, false, false },
+			[]string{"role missing"}, []kind{roleMissing}},
+		"a database missing has no settings": {func(o *observed) { o.database, o.setconfig = false, nil },
+			[]string{"database missing"}, []kind{databaseMissing}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			o := asMade(d)
+			o.setconfig = []string{"work_mem=on"}
+			tc.change(&o)
+			cs := d.changes(o)
+			is.Equal(words(cs), tc.words) // the words a check says
+			kinds := make([]kind, len(cs))
+			for i, c := range cs {
+				kinds[i] = c.kind
+			}
+			is.Equal(kinds, tc.kinds) // one typed change each
+		})
+	}
+}
+
+func TestAdoptionSaysTheRecordIsWrittenAndTheDatabaseMade(t *testing.T) {
+	is := is.New(t)
+	d := definition{role: "letta", database: "app", resource: "postgres"}
+	is.Equal(d.adoptionWords(nil), []string{"comment (the record)"}) // a role as made gets the record
+	is.Equal(d.adoptionWords([]change{{kind: notRecorded}, {kind: limitDiffers}, {kind: databaseMissing}}),
+		[]string{"comment (the record)", "connection limit", "database app created"}) // in the comparison's order, the record once
+}
+
+func TestTheRecordKeepsTheDatabasesTheRoleStillOwns(t *testing.T) {
+	is := is.New(t)
+	d := definition{role: "letta", database: "new", resource: "postgres", derived: map[string]any{"database": "new"}}
+	had := record{V: recordVersion, Login: "letta", Resource: "postgres", Database: "old", Databases: []string{"gone", "old"}, State: withdrawn}
+	r := d.record(had, []string{"old"})
+	is.Equal(r.Databases, []string{"new", "old"}) // the one asked for, and the one it still owns; not the one gone
+	is.Equal(r.State, active)                     // Create makes it active
+	is.Equal(r.Login, "letta")                    // on the role it is written on
+}
