@@ -2,9 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,39 +10,6 @@ import (
 
 	"github.com/novox/postgres-provider/tests/pgserver"
 )
-
-// installExtension writes files (name: content) into the server's extension folder, as the
-// security tests install theirs; skipped where the folder cannot be written.
-func installExtension(t *testing.T, srv *pgserver.TestServer, files map[string]string) {
-	t.Helper()
-	if srv.Local == nil {
-		t.Skip("installing a test extension needs a server these tests started")
-	}
-	folders, err := srv.Local.Folders()
-	is.New(t).NoErr(err)
-	for file, content := range files {
-		tmp := filepath.Join(folders.Extension, fmt.Sprintf(".%s.%d", file, os.Getpid()))
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-			t.Skipf("the extension folder %s cannot be written: %v", folders.Extension, err)
-		}
-		is.New(t).NoErr(os.Rename(tmp, filepath.Join(folders.Extension, file)))
-	}
-}
-
-// threeVersions are the files of an extension with versions 1.0, 1.1 and 1.2 (the default),
-// whose 1.1 -> 1.2 script fails where broken.
-func threeVersions(ext string, broken bool) map[string]string {
-	step := "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\n"
-	if broken {
-		step += "SELECT 1/0;\n"
-	}
-	return map[string]string{
-		ext + ".control":       "comment = 'three versions, for the tests of the provider'\ndefault_version = '1.2'\nrelocatable = true\n",
-		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
-		ext + "--1.0--1.1.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
-		ext + "--1.1--1.2.sql": step,
-	}
-}
 
 // giveWith replaces the contributions file with cs, each naming the extensions entries (a name,
 // or {"name", "version"}).
@@ -75,7 +39,7 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 	is := is.New(t)
 	srv := pgserver.Shared(t)
 	ext := "novox_roll_" + randomHex(3)
-	installExtension(t, srv, threeVersions(ext, true))
+	srv.InstallExtension(t, pgserver.ThreeVersions(ext, true))
 	m := newMesh(t)
 	cs := consumers("roll", 20)
 	m.giveWith([]any{map[string]any{"name": ext, "version": "1.1"}}, cs...)
@@ -110,7 +74,7 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 	is.Equal([]any{r.Subject, r.From, r.To, r.Done, r.Total}, []any{"extension " + ext, "1.1", "1.2", 0, 20})
 	is.True(strings.Contains(r.Halted, "division by zero")) // halted, and why
 
-	installExtension(t, srv, threeVersions(ext, false)) // the script fixed
+	srv.InstallExtension(t, pgserver.ThreeVersions(ext, false)) // the script fixed
 	is.NoErr(p.g.Signal(syscall.SIGHUP))
 	eventually(t, "the rest followed", func() bool {
 		for _, c := range cs {

@@ -20,7 +20,7 @@ func updateTrap(e *env, ext, requires string) {
 	if requires != "" {
 		control += "requires = '" + requires + "'\n"
 	}
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		ext + ".control":       control,
 		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
 		ext + "--1.0--1.1.sql": "SELECT upper('probe'::varchar);\n",
@@ -63,7 +63,7 @@ func TestAnUpdateNeverRunsWhereTheConsumerCanWrite(t *testing.T) {
 			base := ""
 			if c.setup == "requires" {
 				base = "novox_upbase_" + run
-				e.installFiles(map[string]string{
+				e.srv.InstallExtension(e.t, map[string]string{
 					base + ".control":  "comment = 'required, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
 					base + "--1.0.sql": "CREATE FUNCTION " + base + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
 				})
@@ -103,7 +103,7 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	is := is.New(t)
 	e := newEnv(t)
 	base, ext := "novox_crbase_"+run, "novox_crtrap_"+run
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		base + ".control":  "comment = 'required and trusted, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\ntrusted = true\nsuperuser = true\n",
 		base + "--1.0.sql": "CREATE FUNCTION " + base + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
 		ext + ".control":   "comment = 'calls upper() unqualified, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\nsuperuser = true\nrequires = '" + base + "'\n",
@@ -176,7 +176,7 @@ func TestAnUpdateWaitsForAConsumersLockOnlyTheLockTimeout(t *testing.T) {
 	e := newEnv(t)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 300 * time.Millisecond})
 	ext := "novox_uplock_" + run
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		ext + ".control":       "comment = 'an update altering a table, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\n",
 		ext + "--1.0.sql":      "CREATE TABLE " + ext + "_t (a int);\nGRANT SELECT ON " + ext + "_t TO PUBLIC;\n",
 		ext + "--1.0--1.1.sql": "ALTER TABLE " + ext + "_t ADD COLUMN b int;\n",
