@@ -47,21 +47,9 @@ SELECT upper('probe'::varchar);
 	})
 	p := provision(name("trojan"))
 	is.NoErr(errOf(b.Create(ctx, p)))
-	conn := e.mustLogin(p.As, p.Password, p.As)
-	_, err := conn.Exec(ctx, fmt.Sprintf(`
-CREATE TABLE public.who_ran (who text, super bool);
-GRANT INSERT ON public.who_ran TO PUBLIC;
-CREATE FUNCTION public.upper(varchar) RETURNS text LANGUAGE plpgsql AS $f$
-BEGIN
-	INSERT INTO public.who_ran SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user;
-	BEGIN
-		EXECUTE 'ALTER ROLE %s SUPERUSER';
-	EXCEPTION WHEN OTHERS THEN NULL;
-	END;
-	RETURN 'planted';
-END $f$;
-SELECT upper('self-test'::varchar);`, p.As))
-	is.NoErr(err) // the trap is set, and works when the consumer calls it itself
+	e.plantUpper(p)
+	_, err := e.mustLogin(p.As, p.Password, p.As).Exec(ctx, "SELECT upper('self-test'::varchar)")
+	is.NoErr(err) // the trap works when the consumer calls it itself
 	var before int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&before))
 

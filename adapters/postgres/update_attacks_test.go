@@ -47,6 +47,19 @@ END $f$;`, p.As))
 	is.New(e.t).NoErr(err) // the trap is set
 }
 
+// trapNeverRan asserts that what plantUpper planted for p never ran: p is no superuser, and
+// nothing was recorded.
+func (e *env) trapNeverRan(p ports.Provision) {
+	e.t.Helper()
+	is := is.New(e.t)
+	var super bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
+	is.True(!super) // the consumer gained nothing
+	var ran int
+	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
+	is.Equal(ran, 0) // the planted function never ran
+}
+
 // An update's script runs as a superuser with the extension's schema, and those of the
 // extensions it requires, as its search path: where the consumer can write one of them (an
 // extension left in public, or requiring one there), the update is refused, saying why, and
@@ -87,12 +100,7 @@ func TestAnUpdateNeverRunsWhereTheConsumerCanWrite(t *testing.T) {
 			_, _ = e.b.Create(ctx, p)
 
 			is.Equal(e.versionOf(p.As, ext), "1.0") // never updated
-			var super bool
-			is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
-			is.True(!super) // the consumer gained nothing
-			var ran int
-			is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
-			is.Equal(ran, 0) // the planted function never ran
+			e.trapNeverRan(p)
 		})
 	}
 }
@@ -121,12 +129,7 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	is.True(strings.Contains(err.Error(), "in schema public")) // naming where
 	is.True(!contains(e.extensions(p.As), ext))                // and not created
 
-	var super bool
-	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
-	is.True(!super) // the consumer gained nothing
-	var ran int
-	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
-	is.Equal(ran, 0) // the planted function never ran
+	e.trapNeverRan(p)
 }
 
 // A hostile pin (quotes, a statement, a comment, a newline, a terminal's escape, too long) is
