@@ -129,7 +129,7 @@ func buildPGVector(dirs Folders, src string) error {
 		return errors.New("the server has no pg_config nor headers beside its binaries to build pgvector with " +
 			"(the pinned npm binaries of make test PG=<major> ship none)")
 	}
-	if _, err := os.Stat(dirs.PGXS); err != nil {
+	if !exists(dirs.PGXS) {
 		return fmt.Errorf("no PostgreSQL server headers to build pgvector with (no %s); install postgresql-server-dev-%s",
 			dirs.PGXS, dirs.Major)
 	}
@@ -180,9 +180,9 @@ func pgvectorSource() string {
 		return ""
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if exists(filepath.Join(dir, "go.mod")) {
 			src := filepath.Join(filepath.Dir(dir), "shared", "third_party", pgvectorTarball)
-			if _, err := os.Stat(src); err != nil {
+			if !exists(src) {
 				return ""
 			}
 			return src
