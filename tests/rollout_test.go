@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,17 +12,13 @@ import (
 
 // giveWith replaces the contributions file with cs, each naming the extensions entries (a name,
 // or {"name", "version"}).
-func (m *mesh) giveWith(entries []any, cs ...consumer) {
+func (m *mesh) giveWith(extensions []any, cs ...consumer) {
 	m.t.Helper()
-	given := []any{}
-	for _, c := range cs {
-		given = append(given, map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
-			"values": map[string]any{"name": c.as, "extensions": entries}})
-		m.writeFile(m.secret(c.as), c.password+"\n")
+	entries := make([]map[string]any, len(cs))
+	for i, c := range cs {
+		entries[i] = m.entry(c, extensions, nil)
 	}
-	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": given})
-	is.New(m.t).NoErr(err)
-	m.writeFile(m.file, string(raw))
+	m.giveEntries(cs, entries...)
 }
 
 func versionIn(t *testing.T, url, db, ext string) string {
@@ -61,14 +56,13 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 	for _, c := range cs {
 		is.Equal(versionIn(t, srv.URL, c.as, ext), "1.1") // each keeps 1.1
 	}
-	_, body := p.get("/status")
 	var doc struct {
 		Rollouts []struct {
 			Subject, From, To, Halted string
 			Done, Total               int
 		}
 	}
-	is.NoErr(json.Unmarshal([]byte(body), &doc))
+	is.NoErr(p.status(&doc))
 	is.Equal(len(doc.Rollouts), 1) // /status shows the rollout
 	r := doc.Rollouts[0]
 	is.Equal([]any{r.Subject, r.From, r.To, r.Done, r.Total}, []any{"extension " + ext, "1.1", "1.2", 0, 20})
