@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
@@ -87,11 +86,8 @@ func TestDelegatedSaysOnceThatAConsumerAtItsConnectionLimitCouldNotBeChecked(t *
 	eventually(t, "applied", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 1 })
 	creates, reapplies := p.metric(`provisioner_creates_total`), p.metric(`provisioner_reapplies_total`)
 
-	cfg, err := pgx.ParseConfig(urlAs(t, srv.URL, letta.as, letta.password))
-	is.NoErr(err)
-	cfg.Database = letta.as
-	busy, err := pgx.ConnectConfig(ctx, cfg) // the one connection letta may have
-	is.NoErr(err)
+	busy, err := connect(ctx, urlAs(t, srv.URL, letta.as, letta.password), "", "", letta.as)
+	is.NoErr(err) // the one connection letta may have
 	defer busy.Close(ctx)
 	eventually(t, "could not check, said", func() bool {
 		return p.count(letta.as+": could not check the backend") == 1

@@ -247,9 +247,8 @@ func TestAProviderWithoutASuperuserRunsDelegated(t *testing.T) {
 	})
 	is.Equal(p.count("delegated mode"), 1)
 	eventually(t, "the mode a metric", func() bool { return p.metric(`provisioner_mode{role="delegated"}`) == 1 })
-	_, body := p.get("/status")
 	var status struct{ Mode string }
-	is.NoErr(json.Unmarshal([]byte(body), &status))
+	is.NoErr(p.status(&status))
 	is.Equal(status.Mode, "delegated")
 	is.NoErr(query(t, srv.URL, "", "ALTER ROLE "+letta.as+" PASSWORD 'behind-its-back'"))
 	eventually(t, "the password drift found by logging in, and repaired", func() bool {

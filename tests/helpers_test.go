@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -154,6 +153,15 @@ func (p *proc) get(path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// status decodes the provisioner's /status into doc; an error names what it could not decode.
+func (p *proc) status(doc any) error {
+	_, body := p.get("/status")
+	if err := json.Unmarshal([]byte(body), doc); err != nil {
+		return fmt.Errorf("/status: %w: %s", err, body)
+	}
+	return nil
+}
+
 // metric is the value of a sample of /metrics, -1 where it is not there (yet). The sample is
 // written without its resource label, e.g. provisioner_consumers{state="applied"}: each test's
 // provisioner serves a resource of its own.
@@ -194,10 +202,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := pgserver.FreeAddr()
 	is.New(t).NoErr(err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // serverDir is a folder for a server of the test's own, removed with the test, or by the next
@@ -251,17 +258,36 @@ func (m *mesh) secret(as string) string { return filepath.Join(m.dir, as+".postg
 // give replaces the contributions file, by rename as the mesh does, and writes each secret.
 func (m *mesh) give(cs ...consumer) {
 	m.t.Helper()
-	given := []any{}
-	for _, c := range cs {
+	entries := make([]map[string]any, len(cs))
+	for i, c := range cs {
 		exts := c.extensions
 		if exts == nil {
 			exts = []string{}
 		}
-		given = append(given, map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
-			"values": map[string]any{"name": c.as, "extensions": exts}})
+		entries[i] = m.entry(c, exts, nil)
+	}
+	m.giveEntries(cs, entries...)
+}
+
+// entry is c's entry in the contributions file, its values naming extensions (each a name, or
+// {"name", "version"}), with derived where that is not nil.
+func (m *mesh) entry(c consumer, extensions any, derived map[string]any) map[string]any {
+	e := map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
+		"values": map[string]any{"name": c.as, "extensions": extensions}}
+	if derived != nil {
+		e["derived"] = derived
+	}
+	return e
+}
+
+// giveEntries replaces the contributions file with entries as given, by rename as the mesh
+// does, and writes the secret of each of cs.
+func (m *mesh) giveEntries(cs []consumer, entries ...map[string]any) {
+	m.t.Helper()
+	for _, c := range cs {
 		m.writeFile(m.secret(c.as), c.password+"\n")
 	}
-	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": given})
+	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": entries})
 	is.New(m.t).NoErr(err)
 	m.writeFile(m.file, string(raw))
 }
@@ -297,16 +323,39 @@ func (c consumer) logsIn(t testing.TB, url string) bool {
 	return login(t, url, c.as, c.password, c.as) == nil
 }
 
-// login tries to connect as user to db.
-func login(t testing.TB, url, user, password, db string) error {
+// connect opens a session on url's server as user, with password, to db; each "" keeps what
+// url says.
+func connect(c context.Context, url, user, password, db string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg.User, cfg.Password, cfg.Database = user, password, db
+	if user != "" {
+		cfg.User, cfg.Password = user, password
+	}
+	if db != "" {
+		cfg.Database = db
+	}
+	return pgx.ConnectConfig(c, cfg)
+}
+
+// mustConnect is a session of connect's for a test that cannot go on without it, closed with
+// the test.
+func mustConnect(t testing.TB, url, user, password, db string) *pgx.Conn {
+	t.Helper()
+	conn, err := connect(ctx, url, user, password, db)
+	if err != nil {
+		t.Fatalf("connect as %q to %q: %v", user, db, err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	return conn
+}
+
+// login tries to connect as user to db.
+func login(t testing.TB, url, user, password, db string) error {
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(c, cfg)
+	conn, err := connect(c, url, user, password, db)
 	if err != nil {
 		return err
 	}
@@ -315,14 +364,7 @@ func login(t testing.TB, url, user, password, db string) error {
 
 // query runs sql in db as the superuser and scans one row into dest.
 func query(t testing.TB, url, db, sql string, dest ...any) error {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return err
-	}
-	if db != "" {
-		cfg.Database = db
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := connect(ctx, url, "", "", db)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 // loginStatus is each consumer's last check and last login check, by login, as /status says.
 func loginStatus(t *testing.T, p *proc) map[string][2]time.Time {
 	t.Helper()
-	_, body := p.get("/status")
 	var doc struct {
 		Consumers []struct {
 			As             string    `json:"as"`
@@ -21,8 +19,8 @@ func loginStatus(t *testing.T, p *proc) map[string][2]time.Time {
 			LoginCheckedAt time.Time `json:"login_checked_at"`
 		} `json:"consumers"`
 	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		t.Fatalf("/status: %v: %s", err, body)
+	if err := p.status(&doc); err != nil {
+		t.Fatal(err)
 	}
 	out := map[string][2]time.Time{}
 	for _, c := range doc.Consumers {

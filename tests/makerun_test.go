@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
@@ -90,14 +89,9 @@ func (r *makeRun) stop(sig syscall.Signal) {
 // lettaExtensions answers, as letta, the extensions in its database; ok when it logs in and has
 // every one that make run asks for and the server has.
 func lettaExtensions(url, password string) (has string, ok bool) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return "", false
-	}
-	cfg.User, cfg.Password, cfg.Database = "letta", password, "letta"
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(c, cfg)
+	conn, err := connect(c, url, "letta", password, "letta")
 	if err != nil {
 		return "", false
 	}

@@ -138,8 +138,7 @@ func TestStatusKeepsAWithdrawnConsumerWithItsDropDate(t *testing.T) {
 		}
 	}
 	eventually(t, "gone shown withdrawn", func() bool {
-		_, body := p.get("/status")
-		return json.Unmarshal([]byte(body), &doc) == nil && len(doc.Leaving) == 1 && doc.Leaving[0].State == "withdrawn"
+		return p.status(&doc) == nil && len(doc.Leaving) == 1 && doc.Leaving[0].State == "withdrawn"
 	})
 	left := doc.Leaving[0]
 	is.Equal(left.As, gone.as)

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -137,15 +136,11 @@ func TestARenameLosesNoData(t *testing.T) {
 // giveSharing writes the file with cs, each deriving the database db, and their secrets.
 func (m *mesh) giveSharing(db string, cs ...consumer) {
 	m.t.Helper()
-	given := []any{}
-	for _, c := range cs {
-		given = append(given, map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
-			"values": map[string]any{"name": c.as, "extensions": []string{}}, "derived": map[string]any{"database": db}})
-		m.writeFile(m.secret(c.as), c.password+"\n")
+	entries := make([]map[string]any, len(cs))
+	for i, c := range cs {
+		entries[i] = m.entry(c, []string{}, map[string]any{"database": db})
 	}
-	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": given})
-	is.New(m.t).NoErr(err)
-	m.writeFile(m.file, string(raw))
+	m.giveEntries(cs, entries...)
 }
 
 // Issue 28, case 7c: two consumers naming one database. In one pass (created at once with

@@ -104,9 +104,7 @@ func snapshot(t *testing.T, url string) string {
     UNION ALL SELECT format('setting %s %s %s', setdatabase, setrole, setconfig) FROM pg_catalog.pg_db_role_setting) s (x)`,
 		&catalog)
 	is.New(t).NoErr(err) // read the catalog
-	cfg, err := pgx.ParseConfig(url)
-	is.New(t).NoErr(err)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := connect(ctx, url, "", "", "")
 	is.New(t).NoErr(err)
 	defer conn.Close(ctx)
 	rows, _ := conn.Query(ctx, "SELECT datname::text FROM pg_catalog.pg_database WHERE datallowconn ORDER BY 1")

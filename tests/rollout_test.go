@@ -1,10 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,52 +10,15 @@ import (
 	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
-// installExtension writes files (name: content) into the server's extension folder, as the
-// security tests install theirs; skipped where the folder cannot be written.
-func installExtension(t *testing.T, srv *pgserver.TestServer, files map[string]string) {
-	t.Helper()
-	if srv.Local == nil {
-		t.Skip("installing a test extension needs a server these tests started")
-	}
-	folders, err := srv.Local.Folders()
-	is.New(t).NoErr(err)
-	for file, content := range files {
-		tmp := filepath.Join(folders.Extension, fmt.Sprintf(".%s.%d", file, os.Getpid()))
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-			t.Skipf("the extension folder %s cannot be written: %v", folders.Extension, err)
-		}
-		is.New(t).NoErr(os.Rename(tmp, filepath.Join(folders.Extension, file)))
-	}
-}
-
-// threeVersions are the files of an extension with versions 1.0, 1.1 and 1.2 (the default),
-// whose 1.1 -> 1.2 script fails where broken.
-func threeVersions(ext string, broken bool) map[string]string {
-	step := "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\n"
-	if broken {
-		step += "SELECT 1/0;\n"
-	}
-	return map[string]string{
-		ext + ".control":       "comment = 'three versions, for the tests of the provider'\ndefault_version = '1.2'\nrelocatable = true\n",
-		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
-		ext + "--1.0--1.1.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
-		ext + "--1.1--1.2.sql": step,
-	}
-}
-
 // giveWith replaces the contributions file with cs, each naming the extensions entries (a name,
 // or {"name", "version"}).
-func (m *mesh) giveWith(entries []any, cs ...consumer) {
+func (m *mesh) giveWith(extensions []any, cs ...consumer) {
 	m.t.Helper()
-	given := []any{}
-	for _, c := range cs {
-		given = append(given, map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
-			"values": map[string]any{"name": c.as, "extensions": entries}})
-		m.writeFile(m.secret(c.as), c.password+"\n")
+	entries := make([]map[string]any, len(cs))
+	for i, c := range cs {
+		entries[i] = m.entry(c, extensions, nil)
 	}
-	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": given})
-	is.New(m.t).NoErr(err)
-	m.writeFile(m.file, string(raw))
+	m.giveEntries(cs, entries...)
 }
 
 func versionIn(t *testing.T, url, db, ext string) string {
@@ -75,7 +34,7 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 	is := is.New(t)
 	srv := pgserver.Shared(t)
 	ext := "novox_roll_" + randomHex(3)
-	installExtension(t, srv, threeVersions(ext, true))
+	srv.InstallExtension(t, pgserver.ThreeVersions(ext, true))
 	m := newMesh(t)
 	cs := consumers("roll", 20)
 	m.giveWith([]any{map[string]any{"name": ext, "version": "1.1"}}, cs...)
@@ -97,20 +56,19 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 	for _, c := range cs {
 		is.Equal(versionIn(t, srv.URL, c.as, ext), "1.1") // each keeps 1.1
 	}
-	_, body := p.get("/status")
 	var doc struct {
 		Rollouts []struct {
 			Subject, From, To, Halted string
 			Done, Total               int
 		}
 	}
-	is.NoErr(json.Unmarshal([]byte(body), &doc))
+	is.NoErr(p.status(&doc))
 	is.Equal(len(doc.Rollouts), 1) // /status shows the rollout
 	r := doc.Rollouts[0]
 	is.Equal([]any{r.Subject, r.From, r.To, r.Done, r.Total}, []any{"extension " + ext, "1.1", "1.2", 0, 20})
 	is.True(strings.Contains(r.Halted, "division by zero")) // halted, and why
 
-	installExtension(t, srv, threeVersions(ext, false)) // the script fixed
+	srv.InstallExtension(t, pgserver.ThreeVersions(ext, false)) // the script fixed
 	is.NoErr(p.g.Signal(syscall.SIGHUP))
 	eventually(t, "the rest followed", func() bool {
 		for _, c := range cs {

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
@@ -92,29 +90,10 @@ func through(t *testing.T, raw, addr string) string {
 	return u.String()
 }
 
-// giveEntries replaces the contributions file with entries as given (each consumer's secret
-// written as the password given for it).
-func (m *mesh) giveEntries(passwords map[string]string, entries ...map[string]any) {
-	m.t.Helper()
-	for as, pw := range passwords {
-		m.writeFile(m.secret(as), pw+"\n")
-	}
-	raw, err := json.Marshal(map[string]any{"requirement": m.resource, "given": entries})
-	is.New(m.t).NoErr(err)
-	m.writeFile(m.file, string(raw))
-}
-
-// entryOf is c's entry in the file, with derived as given.
-func (m *mesh) entryOf(c consumer, derived map[string]any) map[string]any {
-	return map[string]any{"as": c.as, "secret": m.secret(c.as), "node": c.as, "at": "127.0.0.1",
-		"values": map[string]any{"name": c.as, "extensions": []string{}}, "derived": derived}
-}
-
 // statusOf is the provisioner's /status, decoded.
 func (p *proc) statusOf() map[string]any {
-	_, body := p.get("/status")
 	var doc map[string]any
-	_ = json.Unmarshal([]byte(body), &doc)
+	_ = p.status(&doc)
 	return doc
 }
 
@@ -181,9 +160,9 @@ func TestSettingsAreSetHeldAndRefusedWhereUnsafe(t *testing.T) {
 	m := newMesh(t)
 	bounded := consumer{as: name("bounded"), password: randomHex(8)}
 	unsafe := consumer{as: name("unsafe"), password: randomHex(8)}
-	m.giveEntries(map[string]string{bounded.as: bounded.password, unsafe.as: unsafe.password},
-		m.entryOf(bounded, map[string]any{"settings": map[string]any{"statement_timeout": "30s", "idle_in_transaction_session_timeout": "5min"}}),
-		m.entryOf(unsafe, map[string]any{"settings": map[string]any{"session_preload_libraries": "auto_explain"}}))
+	m.giveEntries([]consumer{bounded, unsafe},
+		m.entry(bounded, []string{}, map[string]any{"settings": map[string]any{"statement_timeout": "30s", "idle_in_transaction_session_timeout": "5min"}}),
+		m.entry(unsafe, []string{}, map[string]any{"settings": map[string]any{"session_preload_libraries": "auto_explain"}}))
 	p := start(t, nil, daemonArgs(m, url)...)
 
 	eventually(t, "the settings are the role's in its database", func() bool {
@@ -191,18 +170,13 @@ func TestSettingsAreSetHeldAndRefusedWhereUnsafe(t *testing.T) {
 		return slices.Contains(have, "statement_timeout=30s") && slices.Contains(have, "idle_in_transaction_session_timeout=5min")
 	})
 	// A session of the consumer has them.
-	cfg, err := pgx.ParseConfig(url)
-	is.NoErr(err)
-	cfg.User, cfg.Password, cfg.Database = bounded.as, bounded.password, bounded.as
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	is.NoErr(err)
-	defer conn.Close(ctx)
+	conn := mustConnect(t, url, bounded.as, bounded.password, bounded.as)
 	var timeout string
 	is.NoErr(conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&timeout))
 	is.Equal(timeout, "30s")
 
 	// The consumer lifts one for itself: put back within a verify interval, the drift named.
-	_, err = conn.Exec(ctx, "ALTER ROLE "+bounded.as+" IN DATABASE "+bounded.as+" SET statement_timeout = 0")
+	_, err := conn.Exec(ctx, "ALTER ROLE "+bounded.as+" IN DATABASE "+bounded.as+" SET statement_timeout = 0")
 	is.NoErr(err)
 	eventually(t, "the consumer's change repaired", func() bool {
 		return slices.Contains(setconfig(t, url, bounded.as), "statement_timeout=30s") &&
@@ -236,13 +210,8 @@ func TestUsageShowsEachConsumersSizeAndConnections(t *testing.T) {
 	eventually(t, "both log in", func() bool { return big.logsIn(t, url) && small.logsIn(t, url) })
 
 	// A table of known size in big's database, and a session of big's held open.
-	cfg, err := pgx.ParseConfig(url)
-	is.NoErr(err)
-	cfg.User, cfg.Password, cfg.Database = big.as, big.password, big.as
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	is.NoErr(err)
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE TABLE filler AS SELECT repeat('x', 1000) AS pad FROM generate_series(1, 32768)")
+	conn := mustConnect(t, url, big.as, big.password, big.as)
+	_, err := conn.Exec(ctx, "CREATE TABLE filler AS SELECT repeat('x', 1000) AS pad FROM generate_series(1, 32768)")
 	is.NoErr(err)
 	var table, empty int64
 	is.NoErr(conn.QueryRow(ctx, "SELECT pg_total_relation_size('filler')").Scan(&table))
@@ -255,11 +224,10 @@ func TestUsageShowsEachConsumersSizeAndConnections(t *testing.T) {
 	}
 	var by map[string]usage
 	eventually(t, "/status shows big's table and its session", func() bool {
-		_, body := p.get("/status")
 		var doc struct {
 			Usage map[string]usage `json:"usage"`
 		}
-		if json.Unmarshal([]byte(body), &doc) != nil {
+		if p.status(&doc) != nil {
 			return false
 		}
 		by = doc.Usage

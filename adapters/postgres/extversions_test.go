@@ -2,9 +2,6 @@ package postgres_test
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,25 +10,8 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/pgserver"
 )
-
-// installFiles writes files (name: content) into the test server's extension folder, as the
-// trojan test installs its extension.
-func (e *env) installFiles(files map[string]string) {
-	e.t.Helper()
-	if e.srv.Local == nil {
-		e.t.Skip("installing a test extension needs a server these tests started")
-	}
-	folders, err := e.srv.Local.Folders()
-	is.New(e.t).NoErr(err) // the server's extension folder, found from its binaries
-	for file, content := range files {
-		tmp := filepath.Join(folders.Extension, fmt.Sprintf(".%s.%d", file, os.Getpid()))
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-			e.t.Skipf("the extension folder %s cannot be written: %v", folders.Extension, err)
-		}
-		is.New(e.t).NoErr(os.Rename(tmp, filepath.Join(folders.Extension, file)))
-	}
-}
 
 // versionOf is the installed version of ext in db, "" where it is not installed.
 func (e *env) versionOf(db, ext string) string {
@@ -135,7 +115,7 @@ func TestADowngradeAMissingPathAndAnUnknownVersionAreRefused(t *testing.T) {
 	is.Equal(e.versionOf(p.As, "pg_trgm"), "1.5") // never downgraded
 
 	ext := "novox_nopath_" + run
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		ext + ".control":  "comment = 'no update path, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\n",
 		ext + "--1.0.sql": "CREATE FUNCTION novox_nopath_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
 		ext + "--1.1.sql": "CREATE FUNCTION novox_nopath_one() RETURNS int LANGUAGE sql AS 'SELECT 11';\n",
@@ -164,28 +144,13 @@ func TestADowngradeAMissingPathAndAnUnknownVersionAreRefused(t *testing.T) {
 	is.True(strings.HasPrefix(h.Updates[0].Refused, "the server has no version 9.9 of pg_trgm")) // refused, not drift
 }
 
-// rolloutExtension installs an extension with versions 1.0, 1.1 and 1.2 (the default) whose
-// 1.1 -> 1.2 script fails where fails, and answers its name.
-func rolloutExtension(e *env, ext string, fails bool) {
-	step := "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\n"
-	if fails {
-		step = "CREATE FUNCTION " + ext + "_two() RETURNS int LANGUAGE sql AS 'SELECT 2';\nSELECT 1/0;\n"
-	}
-	e.installFiles(map[string]string{
-		ext + ".control":       "comment = 'three versions, for the tests of the provider'\ndefault_version = '1.2'\nrelocatable = true\n",
-		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
-		ext + "--1.0--1.1.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
-		ext + "--1.1--1.2.sql": step,
-	})
-}
-
 // An update whose script fails leaves the version that was (one transaction), and is Create's
 // *ports.UpdateFailed with the server's reason; the rest of the consumer stands.
 func TestAFailedUpdateKeepsTheVersionItHad(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	ext := "novox_fail_" + run
-	rolloutExtension(e, ext, true)
+	e.srv.InstallExtension(e.t, pgserver.ThreeVersions(ext, true))
 	p := pinned(provision(name("fail")), ext, "1.1")
 	p.Values["extensions"] = append(p.Values["extensions"].([]any), "pg_trgm")
 	e.mustCreate(p)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,25 +17,6 @@ import (
 	"github.com/novox/postgres-provider/tests/pgserver"
 	"github.com/novox/postgres-provider/tests/poll"
 )
-
-// installExtension writes an extension's control file and script into the server's extension
-// folder, each by rename, so that a server reading the folder meanwhile never sees half a file.
-func (e *env) installExtension(name, control, script string) {
-	e.t.Helper()
-	if e.srv.Local == nil {
-		e.t.Skip("installing a test extension needs a server these tests started")
-	}
-	folders, err := e.srv.Local.Folders()
-	is.New(e.t).NoErr(err) // the server's extension folder, found from its binaries
-	dir := folders.Extension
-	for file, content := range map[string]string{name + "--1.0.sql": script, name + ".control": control} {
-		tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", file, os.Getpid()))
-		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-			e.t.Skipf("the extension folder %s cannot be written: %v", dir, err)
-		}
-		is.New(e.t).NoErr(os.Rename(tmp, filepath.Join(dir, file)))
-	}
-}
 
 // TestATrojanInThePublicSchemaNeverRunsAsSuperuser: the consumer plants public.upper(varchar),
 // which records who runs it and tries to make the consumer a superuser, then asks for an
@@ -53,32 +33,23 @@ func TestATrojanInThePublicSchemaNeverRunsAsSuperuser(t *testing.T) {
 func trojan(t *testing.T, e *env, b *postgres.Backend, ext string, trusted bool) ports.Provision {
 	t.Helper()
 	is := is.New(t)
-	e.installExtension(ext, fmt.Sprintf(`comment = 'calls upper() unqualified, for the tests of the provider'
+	e.srv.InstallExtension(e.t, map[string]string{
+		ext + ".control": fmt.Sprintf(`comment = 'calls upper() unqualified, for the tests of the provider'
 default_version = '1.0'
 relocatable = true
 superuser = true
 trusted = %t
-`, trusted), `\echo Use "CREATE EXTENSION `+ext+`" to load this file. \quit
+`, trusted),
+		ext + "--1.0.sql": `\echo Use "CREATE EXTENSION ` + ext + `" to load this file. \quit
 CREATE FUNCTION novox_trojan_probe() RETURNS text LANGUAGE sql AS $$ SELECT 'probe' $$;
 SELECT upper('probe'::varchar);
-`)
+`,
+	})
 	p := provision(name("trojan"))
 	is.NoErr(errOf(b.Create(ctx, p)))
-	conn := e.mustLogin(p.As, p.Password, p.As)
-	_, err := conn.Exec(ctx, fmt.Sprintf(`
-CREATE TABLE public.who_ran (who text, super bool);
-GRANT INSERT ON public.who_ran TO PUBLIC;
-CREATE FUNCTION public.upper(varchar) RETURNS text LANGUAGE plpgsql AS $f$
-BEGIN
-	INSERT INTO public.who_ran SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user;
-	BEGIN
-		EXECUTE 'ALTER ROLE %s SUPERUSER';
-	EXCEPTION WHEN OTHERS THEN NULL;
-	END;
-	RETURN 'planted';
-END $f$;
-SELECT upper('self-test'::varchar);`, p.As))
-	is.NoErr(err) // the trap is set, and works when the consumer calls it itself
+	e.plantUpper(p)
+	_, err := e.mustLogin(p.As, p.Password, p.As).Exec(ctx, "SELECT upper('self-test'::varchar)")
+	is.NoErr(err) // the trap works when the consumer calls it itself
 	var before int
 	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolsuper").Scan(&before))
 

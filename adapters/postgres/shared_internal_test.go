@@ -12,16 +12,15 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
 // Connections to two databases of a server that refuses them fail with texts that name each
 // database, and with one cause: what the loop says once for both.
 func TestAFailedConnectionSharesItsCauseWhateverTheDatabase(t *testing.T) {
 	is := is.New(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	is.NoErr(err)
-	addr := l.Addr().String()
-	is.NoErr(l.Close()) // nobody listens there now: refused
+	addr, err := pgserver.FreeAddr()
+	is.NoErr(err) // nobody listens there now: refused
 	host, port, _ := net.SplitHostPort(addr)
 	var errs []error
 	for _, db := range []string{"f0001", "f0002"} {

@@ -20,7 +20,7 @@ func updateTrap(e *env, ext, requires string) {
 	if requires != "" {
 		control += "requires = '" + requires + "'\n"
 	}
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		ext + ".control":       control,
 		ext + "--1.0.sql":      "CREATE FUNCTION " + ext + "_zero() RETURNS int LANGUAGE sql AS 'SELECT 0';\n",
 		ext + "--1.0--1.1.sql": "SELECT upper('probe'::varchar);\n",
@@ -47,6 +47,19 @@ END $f$;`, p.As))
 	is.New(e.t).NoErr(err) // the trap is set
 }
 
+// trapNeverRan asserts that what plantUpper planted for p never ran: p is no superuser, and
+// nothing was recorded.
+func (e *env) trapNeverRan(p ports.Provision) {
+	e.t.Helper()
+	is := is.New(e.t)
+	var super bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
+	is.True(!super) // the consumer gained nothing
+	var ran int
+	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
+	is.Equal(ran, 0) // the planted function never ran
+}
+
 // An update's script runs as a superuser with the extension's schema, and those of the
 // extensions it requires, as its search path: where the consumer can write one of them (an
 // extension left in public, or requiring one there), the update is refused, saying why, and
@@ -63,7 +76,7 @@ func TestAnUpdateNeverRunsWhereTheConsumerCanWrite(t *testing.T) {
 			base := ""
 			if c.setup == "requires" {
 				base = "novox_upbase_" + run
-				e.installFiles(map[string]string{
+				e.srv.InstallExtension(e.t, map[string]string{
 					base + ".control":  "comment = 'required, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
 					base + "--1.0.sql": "CREATE FUNCTION " + base + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
 				})
@@ -87,12 +100,7 @@ func TestAnUpdateNeverRunsWhereTheConsumerCanWrite(t *testing.T) {
 			_, _ = e.b.Create(ctx, p)
 
 			is.Equal(e.versionOf(p.As, ext), "1.0") // never updated
-			var super bool
-			is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
-			is.True(!super) // the consumer gained nothing
-			var ran int
-			is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
-			is.Equal(ran, 0) // the planted function never ran
+			e.trapNeverRan(p)
 		})
 	}
 }
@@ -103,7 +111,7 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	is := is.New(t)
 	e := newEnv(t)
 	base, ext := "novox_crbase_"+run, "novox_crtrap_"+run
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		base + ".control":  "comment = 'required and trusted, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\ntrusted = true\nsuperuser = true\n",
 		base + "--1.0.sql": "CREATE FUNCTION " + base + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
 		ext + ".control":   "comment = 'calls upper() unqualified, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\nsuperuser = true\nrequires = '" + base + "'\n",
@@ -121,12 +129,7 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	is.True(strings.Contains(err.Error(), "in schema public")) // naming where
 	is.True(!contains(e.extensions(p.As), ext))                // and not created
 
-	var super bool
-	is.NoErr(e.admin("").QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = $1", p.As).Scan(&super))
-	is.True(!super) // the consumer gained nothing
-	var ran int
-	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT count(*) FROM public.who_ran").Scan(&ran))
-	is.Equal(ran, 0) // the planted function never ran
+	e.trapNeverRan(p)
 }
 
 // A hostile pin (quotes, a statement, a comment, a newline, a terminal's escape, too long) is
@@ -176,7 +179,7 @@ func TestAnUpdateWaitsForAConsumersLockOnlyTheLockTimeout(t *testing.T) {
 	e := newEnv(t)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, LockTimeout: 300 * time.Millisecond})
 	ext := "novox_uplock_" + run
-	e.installFiles(map[string]string{
+	e.srv.InstallExtension(e.t, map[string]string{
 		ext + ".control":       "comment = 'an update altering a table, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\n",
 		ext + "--1.0.sql":      "CREATE TABLE " + ext + "_t (a int);\nGRANT SELECT ON " + ext + "_t TO PUBLIC;\n",
 		ext + "--1.0--1.1.sql": "ALTER TABLE " + ext + "_t ADD COLUMN b int;\n",

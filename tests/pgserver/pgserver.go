@@ -65,30 +65,16 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Bin: bin, Dir: opts.Dir}
-	if s.Dir == "" {
-		if s.Dir, err = NewDir(); err != nil {
-			return nil, err
-		}
-		s.owned = true
-	} else if err := s.takeOver(); err != nil {
-		return nil, err
-	}
-	run, err := runAs()
+	s, run, err := newServer(bin, opts)
 	if err != nil {
-		return nil, s.fail(err)
-	}
-	if run != nil {
-		if err := os.Chown(s.Dir, int(run.Uid), int(run.Gid)); err != nil {
-			return nil, s.fail(err)
-		}
+		return nil, err
 	}
 	password, err := randomHex(16)
 	if err != nil {
 		return nil, s.fail(err)
 	}
 	data := filepath.Join(s.Dir, "data")
-	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+	if !exists(filepath.Join(data, "PG_VERSION")) {
 		if err := s.initdb(run, data, password); err != nil {
 			return nil, s.fail(err)
 		}
@@ -99,6 +85,29 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newServer is a server of bin's, not started, in the folder opts names (taken over) or a new
+// one of its own, and the OS user it runs as (nil: this process's), who owns the folder.
+func newServer(bin string, opts Options) (*Server, *syscall.Credential, error) {
+	s := &Server{Bin: bin, Dir: opts.Dir}
+	if s.Dir == "" {
+		dir, err := NewDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Dir, s.owned = dir, true
+	} else if err := s.takeOver(); err != nil {
+		return nil, nil, err
+	}
+	run, err := runAs()
+	if err != nil {
+		return nil, nil, s.fail(err)
+	}
+	if err := own(s.Dir, run); err != nil {
+		return nil, nil, s.fail(err)
+	}
+	return s, run, nil
 }
 
 // launch starts the server on data, on the port opts names or a free one, and waits until it
@@ -134,20 +143,22 @@ func (s *Server) takeOver() error {
 }
 
 func (s *Server) initdb(run *syscall.Credential, data, password string) error {
-	pwfile := filepath.Join(s.Dir, "superuser.password")
-	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+	pwfile, err := s.storePassword(password, run)
+	if err != nil {
 		return err
-	}
-	if run != nil {
-		if err := os.Chown(pwfile, int(run.Uid), int(run.Gid)); err != nil {
-			return err
-		}
 	}
 	cmd := exec.Command(filepath.Join(s.Bin, "initdb"), "-D", data, "-U", "postgres", "--pwfile", pwfile,
 		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: run}
-	_, err := RunGroup(cmd, 5*time.Minute)
+	_, err = RunGroup(cmd, 5*time.Minute)
 	return err
+}
+
+// storePassword writes the superuser password for initdb, and for a later Start on the same
+// folder to read back, as run's; it answers the file's path.
+func (s *Server) storePassword(password string, run *syscall.Credential) (string, error) {
+	pwfile := filepath.Join(s.Dir, "superuser.password")
+	return pwfile, writeAs(pwfile, []byte(password+"\n"), run)
 }
 
 // storedPassword reads the superuser password of a data folder made by an earlier Start.
@@ -216,7 +227,7 @@ func (s *Server) waitReady(limit time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.stopServer()
+			s.stopServer(syscall.SIGINT)
 			return fmt.Errorf("postgres did not take connections within %s: %w; its log: %s", limit, err, s.tail())
 		}
 	}
@@ -233,18 +244,21 @@ func (s *Server) tail() string {
 // Stop shuts the server down (fast mode) and removes what Start made; a Dir given in Options
 // stays, and a later Start on it finds the same data.
 func (s *Server) Stop() error {
-	s.stopServer()
+	s.stopServer(syscall.SIGINT) // fast shutdown
 	if s.owned {
 		return os.RemoveAll(s.Dir)
 	}
 	return nil
 }
 
-func (s *Server) stopServer() {
+// stopServer stops the server with sig (SIGINT: fast shutdown; SIGQUIT: immediate) and waits
+// for it; a server already stopped is left alone.
+func (s *Server) stopServer(sig syscall.Signal) {
 	if s.group == nil {
 		return
 	}
-	s.group.Stop(syscall.SIGINT, 30*time.Second) // fast shutdown
+	s.group.Stop(sig, 30*time.Second)
+	s.group = nil
 	running.remove(s)
 }
 
@@ -321,14 +335,14 @@ func findBin() (string, error) {
 			p = real // a link in PATH to the real folder, which has pg_config beside it
 		}
 		dir := filepath.Dir(p)
-		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+		if exists(filepath.Join(dir, "postgres")) {
 			return dir, nil
 		}
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	for _, dir := range dirs {
-		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+		if exists(filepath.Join(dir, "initdb")) {
 			return dir, nil
 		}
 	}

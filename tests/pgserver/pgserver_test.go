@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -270,4 +271,25 @@ func TestAllowListingLetsARoleThatIsNotASuperuserCreateOnlyWhatItLists(t *testin
 	is.Equal(owner, "postgres") // made by the bootstrap superuser: pgextwlist, not the extension's being trusted
 	_, err = admin.Exec(ctx, "CREATE EXTENSION dblink")
 	is.True(err != nil && strings.Contains(err.Error(), "permission denied to create extension")) // not listed, not trusted
+}
+
+func TestAnExtensionsControlFilesAreInstalledLastAndWhole(t *testing.T) {
+	is := is.New(t)
+	names := []string{"x.control", "x--1.0--1.1.sql", "a.control", "x--1.0.sql"}
+	sort.Slice(names, func(i, j int) bool { return controlLast(names[i], names[j]) })
+	is.Equal(names, []string{"x--1.0--1.1.sql", "x--1.0.sql", "a.control", "x.control"}) // the scripts first
+
+	dir := t.TempDir()
+	written, err := place(filepath.Join(dir, "x.control"), []byte("comment = 'x'\n"), 0o644)
+	is.NoErr(err)
+	is.True(written)
+	raw, err := os.ReadFile(filepath.Join(dir, "x.control"))
+	is.NoErr(err)
+	is.Equal(string(raw), "comment = 'x'\n")
+	left, err := os.ReadDir(dir)
+	is.NoErr(err)
+	is.Equal(len(left), 1) // nothing left beside it
+
+	written, err = place(filepath.Join(dir, "missing", "x.control"), nil, 0o644)
+	is.True(!written && err != nil) // a folder that cannot be written is told apart
 }

@@ -33,29 +33,12 @@ func (s *Server) StartStandby(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Server{Bin: s.Bin, Dir: opts.Dir}
-	if st.Dir == "" {
-		if st.Dir, err = NewDir(); err != nil {
-			return nil, err
-		}
-		st.owned = true
-	} else if err := st.takeOver(); err != nil {
+	st, run, err := newServer(s.Bin, opts)
+	if err != nil {
 		return nil, err
 	}
-	run, err := runAs()
-	if err != nil {
+	if _, err := st.storePassword(password, run); err != nil {
 		return nil, st.fail(err)
-	}
-	pwfile := filepath.Join(st.Dir, "superuser.password")
-	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
-		return nil, st.fail(err)
-	}
-	if run != nil {
-		for _, p := range []string{st.Dir, pwfile} {
-			if err := os.Chown(p, int(run.Uid), int(run.Gid)); err != nil {
-				return nil, st.fail(err)
-			}
-		}
 	}
 	data := filepath.Join(st.Dir, "data")
 	if tool := s.basebackup(); tool != "" {
@@ -97,14 +80,7 @@ func (s *Server) Promote() error {
 
 // StopImmediate stops the server as `pg_ctl stop -m immediate` does (SIGQUIT: no checkpoint,
 // sessions cut off, crash recovery at the next start), and keeps its folder until Stop.
-func (s *Server) StopImmediate() {
-	if s.group == nil {
-		return
-	}
-	s.group.Stop(syscall.SIGQUIT, 30*time.Second)
-	s.group = nil
-	running.remove(s)
-}
+func (s *Server) StopImmediate() { s.stopServer(syscall.SIGQUIT) }
 
 // Recovering is whether the server is in recovery (a standby).
 func (s *Server) Recovering(ctx context.Context) (bool, error) {
@@ -126,7 +102,7 @@ func (s *Server) basebackup() string {
 		candidates = append(candidates, filepath.Join("/usr/lib/postgresql", f.Major, "bin", "pg_basebackup"))
 	}
 	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
+		if exists(c) {
 			return c
 		}
 	}
@@ -216,7 +192,7 @@ func copyData(from, to string, run *syscall.Credential) error {
 				return err
 			}
 			return own(target, run)
-		case rel == "postmaster.pid" || rel == "postmaster.opts" || slices.Contains(notCopied, filepath.Dir(rel)) ||
+		case rel == "postmaster.pid" || rel == "postmaster.opts" ||
 			slices.ContainsFunc(notCopied, func(dir string) bool { return strings.HasPrefix(rel, dir+string(filepath.Separator)) }):
 			return nil
 		case !info.Mode().IsRegular():

@@ -105,12 +105,11 @@ func ensureVector(dirs Folders, src string) (Vector, error) {
 	// The script first and the control file last, each by rename, so that a server looking
 	// at the folder meanwhile (another test binary's) never reads half a file.
 	for _, f := range []struct{ name, content string }{{vectorScriptName, vectorScript}, {"vector.control", vectorControl}} {
-		tmp := filepath.Join(dirs.Extension, fmt.Sprintf(".%s.%d", f.name, os.Getpid()))
-		if err := os.WriteFile(tmp, []byte(f.content), 0o644); err != nil {
+		written, err := place(filepath.Join(dirs.Extension, f.name), []byte(f.content), 0o644)
+		if !written {
 			return Vector{}, fmt.Errorf("the extension folder %s cannot be written: %w", dirs.Extension, err)
 		}
-		if err := os.Rename(tmp, filepath.Join(dirs.Extension, f.name)); err != nil {
-			_ = os.Remove(tmp)
+		if err != nil {
 			return Vector{}, fmt.Errorf("install %s: %w", f.name, err)
 		}
 	}
@@ -130,7 +129,7 @@ func buildPGVector(dirs Folders, src string) error {
 		return errors.New("the server has no pg_config nor headers beside its binaries to build pgvector with " +
 			"(the pinned npm binaries of make test PG=<major> ship none)")
 	}
-	if _, err := os.Stat(dirs.PGXS); err != nil {
+	if !exists(dirs.PGXS) {
 		return fmt.Errorf("no PostgreSQL server headers to build pgvector with (no %s); install postgresql-server-dev-%s",
 			dirs.PGXS, dirs.Major)
 	}
@@ -181,9 +180,9 @@ func pgvectorSource() string {
 		return ""
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if exists(filepath.Join(dir, "go.mod")) {
 			src := filepath.Join(filepath.Dir(dir), "shared", "third_party", pgvectorTarball)
-			if _, err := os.Stat(src); err != nil {
+			if !exists(src) {
 				return ""
 			}
 			return src
@@ -235,9 +234,7 @@ func installStaged(stage string) error {
 	if err != nil {
 		return err
 	}
-	sort.SliceStable(files, func(i, j int) bool {
-		return !strings.HasSuffix(files[i], ".control") && strings.HasSuffix(files[j], ".control")
-	})
+	sort.Slice(files, func(i, j int) bool { return controlLast(files[i], files[j]) })
 	for _, path := range files {
 		dest := strings.TrimPrefix(path, stage)
 		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
@@ -251,12 +248,7 @@ func installStaged(stage string) error {
 		if err != nil {
 			return err
 		}
-		tmp := filepath.Join(filepath.Dir(dest), fmt.Sprintf(".%s.%d", filepath.Base(dest), os.Getpid()))
-		if err := os.WriteFile(tmp, raw, info.Mode().Perm()); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dest); err != nil {
-			_ = os.Remove(tmp)
+		if _, err := place(dest, raw, info.Mode().Perm()); err != nil {
 			return err
 		}
 	}
