@@ -235,7 +235,6 @@ func foreign(role string, r record) string {
 	return ""
 }
 
-
 // sameRecord is whether two records say the same.
 func sameRecord(a, b record) bool {
 	return a.V == b.V && a.Login == b.Login && a.Resource == b.Resource && a.Database == b.Database &&
