@@ -50,6 +50,12 @@ func knownState(params map[string]string, user, lockTimeout string) {
 		// A library a consumer names that does not load would refuse every connection.
 		"local_preload_libraries": "",
 		"row_security":            "on",
+		// The catalog's recursive membership walks are estimated at millions of rows where a
+		// server holds many grants of one role (the provider's own, in delegated mode) and they
+		// find none: over jit_above_cost, each plan made anew (the first few in every new
+		// session) was compiled for up to a second of the server's CPU, for a query that runs
+		// in milliseconds.
+		"jit": "off",
 	} {
 		if _, named := params[k]; !named {
 			params[k] = v

@@ -8,7 +8,10 @@
 // extension (pg_trgm); N withdrawn with --on-withdraw drop; a start (--once) over consumers
 // already made, against one catalog query; and, with the daemon running over consumers that
 // each name an extension and a verify pass due, the time from the file changing to the new
-// consumer's database existing.
+// consumer's database existing; and the daemon as a role that is not a superuser (delegated
+// mode) over consumers it made, the server's CPU over a window at the default intervals against
+// the least a delegated check must ask (verify-delegated). -other-roles grows the server around
+// the start over's consumers first.
 //
 // The server's files are where os.TempDir says: on disk by default, where a drop waits on the
 // disk as a real server's does; TMPDIR=/dev/shm runs it in memory, where the time is CPU only
@@ -41,9 +44,10 @@ const (
 	wlWithdraw   = "withdraw"
 	wlStartOver  = "start-over"
 	wlFileChange = "file-change"
+	wlDelegated  = "verify-delegated"
 )
 
-var allWorkloads = []string{wlCreate, wlCreateExt, wlWithdraw, wlStartOver, wlFileChange}
+var allWorkloads = []string{wlCreate, wlCreateExt, wlWithdraw, wlStartOver, wlFileChange, wlDelegated}
 
 // extension is what the extension workloads name: in PostgreSQL's contrib, so on every server
 // the tests run on, and not trusted-for-free in cost (it creates types, functions, operators).
@@ -62,6 +66,8 @@ type options struct {
 	workloads   map[string]bool
 	statements  bool
 	timeout     time.Duration
+	window      time.Duration // the delegated verify workload's measured window
+	otherRoles  int           // roles that are no consumer's, made before the start-over workload
 }
 
 func main() { os.Exit(run()) }
@@ -103,6 +109,10 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.statements, "statements", false, "log every statement with its duration and every connection, and count them per consumer "+
 		"(slows both sides: for where the time goes, not for the ratios)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "the longest one run or one wait may take")
+	fs.DurationVar(&o.window, "window", 3*time.Minute, "the verify-delegated workload's window, over which the server's CPU is measured "+
+		"(at the defaults --verify-every 1m and --login-check-every 1h)")
+	fs.IntVar(&o.otherRoles, "other-roles", 0, "roles that are no consumer's (in groups, a member each) made before the start-over "+
+		"workload, and dropped after it: a server grown around the consumers")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,6 +145,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-parallel wants at least 1")
 	case o.timeout <= 0:
 		return o, errors.New("-timeout wants a positive duration")
+	case o.window < time.Minute:
+		return o, errors.New("-window wants a minute at least: one verify interval")
+	case o.otherRoles < 0:
+		return o, errors.New("-other-roles wants 0 or more")
 	}
 	return o, nil
 }
@@ -201,6 +215,7 @@ func compare(ctx context.Context, opts options) error {
 		{wlWithdraw, b.withdrawWorkload},
 		{wlStartOver, b.startOverWorkload},
 		{wlFileChange, b.fileChangeWorkload},
+		{wlDelegated, b.delegatedWorkload},
 	} {
 		if !opts.workloads[w.name] {
 			continue

@@ -205,7 +205,7 @@ func (d *daemon) stop(grace time.Duration) {
 var errExited = errors.New("the provisioner exited")
 
 // metric is the value of the first sample of /metrics whose name is name and whose labels
-// include labels (e.g. `state="applied"`), -1 where there is none yet.
+// include labels (e.g. `state="applied"`; "": any, or none), -1 where there is none yet.
 func (d *daemon) metric(ctx context.Context, name, labels string) (float64, error) {
 	select {
 	case <-d.exited:
@@ -225,11 +225,11 @@ func (d *daemon) metric(ctx context.Context, name, labels string) (float64, erro
 	if err != nil {
 		return -1, nil
 	}
-	pattern := `(?m)^` + regexp.QuoteMeta(name) + `\{[^}]*`
+	pattern := `(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$` // a sample without labels too (go_memstats_...)
 	if labels != "" {
-		pattern += regexp.QuoteMeta(labels) + `[^}]*`
+		pattern = `(?m)^` + regexp.QuoteMeta(name) + `\{[^}]*` + regexp.QuoteMeta(labels) + `[^}]*\} (\S+)$`
 	}
-	match := regexp.MustCompile(pattern + `\} (\S+)$`).FindSubmatch(body)
+	match := regexp.MustCompile(pattern).FindSubmatch(body)
 	if match == nil {
 		return -1, nil
 	}

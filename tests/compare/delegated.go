@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The delegated verify workload: the daemon, as a role that is not a superuser, over consumers
+// it already made, with the defaults of what it checks (--verify-every 1m, --login-check-every
+// 1h), for a window of -window; the figure is the server's CPU over that window (the postmaster
+// and its live and exited backends, from /proc), against the floor of the same window: per
+// verify interval, one catalog query over every consumer as the same role, and the logins due
+// (N x verify interval / login interval), each a connection as the consumer with its password.
+// The server's idle CPU (autovacuum's visits to every database), measured over a verify interval
+// with nothing connected, is taken off the daemon's figure.
+
+// delegate is the role the workload's daemon runs as: allowed to create roles and databases,
+// and nothing more.
+const delegate = "cmp_delegate"
+
+const (
+	defaultVerifyEvery = time.Minute
+	defaultLoginEvery  = time.Hour
+)
+
+// delegatedWorkload is the delegated verify pass's server CPU, the daemon against the floor.
+func (b *bench) delegatedWorkload(ctx context.Context) error {
+	pw, err := b.consumers("pw", 1)
+	if err != nil {
+		return err
+	}
+	password := pw[0].password
+	if err := b.exec(ctx, "DROP ROLE IF EXISTS "+ident(delegate), "CREATE ROLE "+ident(delegate)+
+		" LOGIN CREATEROLE CREATEDB PASSWORD "+literal(password)); err != nil {
+		return err
+	}
+	u, err := url.Parse(b.srv.URL)
+	if err != nil {
+		return err
+	}
+	u.User = url.UserPassword(delegate, password)
+	q := u.Query()
+	q.Set("application_name", provApp)
+	u.RawQuery = q.Encode()
+	super := b.provURL
+	b.provURL = u.String()
+	defer func() { b.provURL = super }()
+
+	m, err := b.newMesh("cmp-" + wlDelegated)
+	if err != nil {
+		return err
+	}
+	n := b.opts.converged
+	cs, err := b.consumers("v", n)
+	if err != nil {
+		return err
+	}
+	if err := m.give(cs, ""); err != nil {
+		return err
+	}
+	setup, err := b.once(ctx, m, b.opts.parallel)
+	if err != nil {
+		return fmt.Errorf("make the consumers: %w", err)
+	}
+	fmt.Printf("  %d consumers made by the provisioner as %s (not a superuser) in %s (not timed)\n", n, delegate, dur(setup.wall))
+	if err := b.expect(ctx, "provisioner", names(cs), "", true); err != nil {
+		return err
+	}
+	pm, err := b.postmaster(ctx)
+	if err != nil {
+		return err
+	}
+	window := b.opts.window
+	passes := max(1, int(window/defaultVerifyEvery))
+	logins := (n*int(defaultVerifyEvery/time.Second) + int(defaultLoginEvery/time.Second) - 1) / int(defaultLoginEvery/time.Second)
+	var raws, provs []measure
+	var memory []string
+	for r := range b.opts.rounds {
+		mr, err := serverTimed(pm, func() error {
+			for range passes {
+				if err := b.delegatedFloor(ctx, password, cs, logins); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("round %d, raw: %w", r+1, err)
+		}
+		// The server's own work meanwhile (autovacuum visits every database each naptime, the
+		// checkpointer) is no provider's: measured over a verify interval with nothing connected,
+		// and taken off the daemon's window.
+		s0 := serverCPU(pm)
+		if err := sleep(ctx, defaultVerifyEvery); err != nil {
+			return err
+		}
+		idle := perWindow(serverCPU(pm)-s0, defaultVerifyEvery, window)
+		mp, mem, err := b.delegatedDaemon(ctx, m, pm, n, window)
+		if err != nil {
+			return fmt.Errorf("round %d, provisioner: %w", r+1, err)
+		}
+		fmt.Printf("  round %d/%d        server CPU over %s: daemon running %s, idle %s\n", r+1, b.opts.rounds, dur(window), dur(mp.wall), dur(idle))
+		mp.wall = max(0, mp.wall-idle)
+		raws, provs, memory = append(raws, mr), append(provs, mp), append(memory, mem)
+		fmt.Printf("  round %d/%d        raw %-9s provisioner %-9s (server CPU over %s) ratio %.2fx; per hour %s; %s\n", r+1, b.opts.rounds,
+			dur(mr.wall), dur(mp.wall), dur(window), ratio(mp.wall, mr.wall), dur(perHour(mp.wall, window)), mem)
+	}
+	b.results = append(b.results, result{workload: fmt.Sprintf("delegated verify, server CPU over %s (defaults)", dur(window)), n: n,
+		raw: raws, prov: provs, rawP: 1, provP: b.opts.parallel,
+		target: fmt.Sprintf("floor: %d catalog queries and %d logins", passes, passes*logins),
+		note:   "memory " + strings.Join(memory, "; ")})
+	if err := b.cleanup(ctx, names(cs)); err != nil {
+		return err
+	}
+	return b.exec(ctx, "DROP OWNED BY "+ident(delegate), "DROP ROLE "+ident(delegate))
+}
+
+// delegatedFloor is one verify interval's least work for a provider that is not a superuser:
+// one catalog query over every consumer's role and database as that role, and logins as the
+// first logins consumers.
+func (b *bench) delegatedFloor(ctx context.Context, password string, cs []consumer, logins int) error {
+	cfg := b.cfg.Copy()
+	cfg.User, cfg.Password = delegate, password
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect as %s: %w", delegate, err)
+	}
+	defer closeConn(conn)
+	var found int
+	err = conn.QueryRow(ctx, `
+SELECT count(*) FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_database d ON d.datname = r.rolname
+WHERE r.rolname = ANY($1) AND r.rolcanlogin AND d.datdba = r.oid
+  AND pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE')
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid)
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid AND m.member <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user))`,
+		names(cs)).Scan(&found)
+	if err != nil {
+		return fmt.Errorf("catalog query: %w", err)
+	}
+	if found != len(cs) {
+		return fmt.Errorf("catalog query: %d consumers as made, want %d", found, len(cs))
+	}
+	for _, c := range cs[:min(logins, len(cs))] {
+		lc := b.cfg.Copy()
+		lc.User, lc.Password, lc.Database = c.name, c.password, c.name
+		conn, err := pgx.ConnectConfig(ctx, lc)
+		if err != nil {
+			return fmt.Errorf("log in as %s: %w", c.name, err)
+		}
+		closeConn(conn)
+	}
+	return nil
+}
+
+// delegatedDaemon runs the daemon over m with the defaults until it has confirmed every
+// consumer and one verify interval more, then measures the server's CPU over window; the
+// daemon's heap in use and resident memory are read at the window's end.
+func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window time.Duration) (measure, string, error) {
+	d, err := b.startDaemon(m)
+	if err != nil {
+		return measure{}, "", err
+	}
+	defer d.stop(time.Minute)
+	deadline := time.Now().Add(b.opts.timeout)
+	for {
+		applied, err := d.metric(ctx, "provisioner_consumers", `state="applied"`)
+		if err != nil {
+			return measure{}, "", err
+		}
+		if int(applied) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			return measure{}, "", fmt.Errorf("%d of %d consumers applied after %s; it said:\n%s", int(applied), n, b.opts.timeout, d.out.String())
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return measure{}, "", err
+		}
+	}
+	if err := sleep(ctx, defaultVerifyEvery); err != nil { // past its first verify pass, which a start makes at once
+		return measure{}, "", err
+	}
+	s0 := serverCPU(pm)
+	if err := sleep(ctx, window); err != nil {
+		return measure{}, "", err
+	}
+	mp := measure{wall: serverCPU(pm) - s0}
+	heap, err := d.metric(ctx, "go_memstats_heap_inuse_bytes", "")
+	if err != nil {
+		return measure{}, "", err
+	}
+	rss, err := d.metric(ctx, "process_resident_memory_bytes", "")
+	if err != nil {
+		return measure{}, "", err
+	}
+	return mp, fmt.Sprintf("heap in use %.1f MiB, RSS %.1f MiB", heap/(1<<20), rss/(1<<20)), nil
+}
+
+// exec runs each statement as the superuser, on one connection.
+func (b *bench) exec(ctx context.Context, statements ...string) error {
+	conn, err := b.connect(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer closeConn(conn)
+	for _, s := range statements {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// postmaster is the server's postmaster process: the parent of a backend.
+func (b *bench) postmaster(ctx context.Context) (int, error) {
+	conn, err := b.connect(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	defer closeConn(conn)
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&backend); err != nil {
+		return 0, err
+	}
+	fields, err := procStat(backend)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(fields[1]) // ppid
+}
+
+// serverTimed runs fn and measures, as wall, the server's CPU over it.
+func serverTimed(pm int, fn func() error) (measure, error) {
+	s0 := serverCPU(pm)
+	err := fn()
+	return measure{wall: serverCPU(pm) - s0}, err
+}
+
+// serverCPU is the CPU time of the postmaster pm, its exited children (those it has waited
+// for) and its live children, from /proc: the server's, whatever its sessions did.
+func serverCPU(pm int) time.Duration {
+	fields, err := procStat(pm)
+	if err != nil {
+		return 0
+	}
+	ticks := sumFields(fields, 11, 12, 13, 14) // utime stime cutime cstime
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
+	for _, c := range strings.Fields(string(raw)) {
+		pid, _ := strconv.Atoi(c)
+		if f, err := procStat(pid); err == nil {
+			ticks += sumFields(f, 11, 12)
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// procStat is /proc/pid/stat's fields after the command's name: [0] is the state, [1] the
+// parent, [11] utime.
+func procStat(pid int) ([]string, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 15 {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	return fields, nil
+}
+
+func sumFields(fields []string, at ...int) int64 {
+	var t int64
+	for _, i := range at {
+		v, _ := strconv.ParseInt(fields[i], 10, 64)
+		t += v
+	}
+	return t
+}
+
+// otherGroups is how many groups the other roles are members of.
+const otherGroups = 200
+
+// otherRoles makes n roles that are no consumer's, as a server grown around the provider has
+// them: each a member of one of otherGroups groups, the groups in chains of ten.
+func (b *bench) otherRoles(ctx context.Context, n int) error {
+	return b.exec(ctx, fmt.Sprintf(`DO $$ BEGIN
+  FOR g IN 1..%[1]d LOOP EXECUTE format('CREATE ROLE cmp_group_%%s NOLOGIN', g); END LOOP;
+  FOR g IN 2..%[1]d LOOP IF g %% 10 <> 1 THEN EXECUTE format('GRANT cmp_group_%%s TO cmp_group_%%s', g-1, g); END IF; END LOOP;
+  FOR i IN 1..%[2]d LOOP
+    EXECUTE format('CREATE ROLE cmp_other_%%s LOGIN', i);
+    EXECUTE format('GRANT cmp_group_%%s TO cmp_other_%%s', 1 + i %% %[1]d, i);
+  END LOOP;
+END $$`, otherGroups, n), "ANALYZE pg_catalog.pg_authid", "ANALYZE pg_catalog.pg_auth_members")
+}
+
+// dropOtherRoles drops what otherRoles made, a thousand roles a transaction (a lock each).
+func (b *bench) dropOtherRoles(ctx context.Context, n int) error {
+	for from := 1; from <= n; from += 1000 {
+		if err := b.exec(ctx, fmt.Sprintf(`DO $$ BEGIN
+  FOR i IN %d..%d LOOP EXECUTE format('DROP ROLE cmp_other_%%s', i); END LOOP; END $$`, from, min(n, from+999))); err != nil {
+			return err
+		}
+	}
+	return b.exec(ctx, fmt.Sprintf(`DO $$ BEGIN
+  FOR g IN REVERSE %d..1 LOOP EXECUTE format('DROP ROLE cmp_group_%%s', g); END LOOP; END $$`, otherGroups))
+}
+
+// perHour is d over window as a rate per hour.
+func perHour(d, window time.Duration) time.Duration { return perWindow(d, window, time.Hour) }
+
+// perWindow is d over over as the same rate over window.
+func perWindow(d, over, window time.Duration) time.Duration {
+	return time.Duration(float64(d) * float64(window) / float64(over))
+}
