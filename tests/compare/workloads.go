@@ -143,7 +143,7 @@ func (b *bench) createWorkload(ctx context.Context, ext string) error {
 // last of their roles is gone. Both sides drop databases whose files are on disk (cleanup
 // syncs after making them), as a server's are.
 func (b *bench) withdrawWorkload(ctx context.Context) error {
-	const limit = 1.5
+	const limit = 1.25 // issue 31: every round within 1.25x of the floor, as create
 	m, err := b.newMesh("cmp-" + wlWithdraw)
 	if err != nil {
 		return err
