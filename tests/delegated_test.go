@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
@@ -86,8 +87,16 @@ func TestDelegatedSaysOnceThatAConsumerAtItsConnectionLimitCouldNotBeChecked(t *
 	eventually(t, "applied", func() bool { return p.metric(`provisioner_consumers{state="applied"}`) == 1 })
 	creates, reapplies := p.metric(`provisioner_creates_total`), p.metric(`provisioner_reapplies_total`)
 
-	busy, err := connect(ctx, urlAs(t, srv.URL, letta.as, letta.password), "", "", letta.as)
-	is.NoErr(err) // the one connection letta may have
+	// The one connection letta may have; the provider's own login check holds it for a moment
+	// every 3 s, so it is taken once free.
+	var busy *pgx.Conn
+	eventually(t, "letta's one connection taken", func() bool {
+		c, err := connect(ctx, urlAs(t, srv.URL, letta.as, letta.password), "", "", letta.as)
+		if err == nil {
+			busy = c
+		}
+		return err == nil
+	})
 	defer busy.Close(ctx)
 	eventually(t, "could not check, said", func() bool {
 		return p.count(letta.as+": could not check the backend") == 1
@@ -98,7 +107,7 @@ func TestDelegatedSaysOnceThatAConsumerAtItsConnectionLimitCouldNotBeChecked(t *
 	is.Equal(p.count("what drifted"), 0)                                          // not drift
 	is.Equal(p.metric(`provisioner_creates_total`), creates)                      // and nothing repaired
 	is.Equal(p.metric(`provisioner_reapplies_total`), reapplies)
-	_, err = busy.Exec(ctx, "SELECT 1")
+	_, err := busy.Exec(ctx, "SELECT 1")
 	is.NoErr(err) // letta's own session untouched
 
 	pid := busy.PgConn().PID()
