@@ -33,9 +33,10 @@ var ctx = context.Background()
 // with the errors a test gives it.
 type fakeBackend struct {
 	mu         sync.Mutex
-	now        func() time.Time // the backend's clock; time.Now where nil
-	store      map[string]made  // what Create made, by login
-	outside    map[string]bool  // logins it did not make, by whether they hold more than it gives
+	now        func() time.Time           // the backend's clock; time.Now where nil
+	store      map[string]made            // what Create made, by login
+	holders    map[string]map[string]bool // the logins in store, by their database (holder's index; nil: not built yet)
+	outside    map[string]bool            // logins it did not make, by whether they hold more than it gives
 	creates    []ports.Provision
 	removes    []string
 	drops      []string
@@ -121,10 +122,7 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) (ports.Act,
 	if err := b.update(p); err != nil {
 		return ports.ActRepair, err
 	}
-	if b.store == nil {
-		b.store = map[string]made{}
-	}
-	b.store[p.As] = made{p: p}
+	b.keep(p.As, made{p: p})
 	return f.Act, nil
 }
 
@@ -160,12 +158,52 @@ func (b *fakeBackend) Clashes(ps []ports.Provision) []error {
 
 // holder is the consumer, not p's, that has p's database, "" where none does; b.mu held.
 func (b *fakeBackend) holder(p ports.Provision) string {
-	for as, m := range b.store {
-		if as != p.As && databaseOf(m.p) == databaseOf(p) {
+	for as := range b.byDatabase()[databaseOf(p)] {
+		if as != p.As {
 			return as
 		}
 	}
 	return ""
+}
+
+// keep stores what was made for as, and indexes it by its database; a write that keeps the
+// database may go to the store directly.
+func (b *fakeBackend) keep(as string, m made) {
+	if b.store == nil {
+		b.store = map[string]made{}
+	}
+	b.forget(as)
+	b.store[as] = m
+	b.index(as, m)
+}
+
+// forget takes as from the store and its index.
+func (b *fakeBackend) forget(as string) {
+	if m, ok := b.store[as]; ok {
+		delete(b.byDatabase()[databaseOf(m.p)], as)
+	}
+	delete(b.store, as)
+}
+
+// byDatabase is the logins in the store by their database, built at its first use (a fake made
+// with a store has none yet).
+func (b *fakeBackend) byDatabase() map[string]map[string]bool {
+	if b.holders == nil {
+		b.holders = map[string]map[string]bool{}
+		for as, m := range b.store {
+			b.index(as, m)
+		}
+	}
+	return b.holders
+}
+
+// index adds as, which holds m, to byDatabase.
+func (b *fakeBackend) index(as string, m made) {
+	db := databaseOf(m.p)
+	if b.holders[db] == nil {
+		b.holders[db] = map[string]bool{}
+	}
+	b.holders[db][as] = true
 }
 
 // refusal is Create's error for what foresee refuses.
@@ -240,7 +278,7 @@ func (b *fakeBackend) Drop(_ context.Context, as string) error {
 	if _, ok := b.outside[as]; ok {
 		return fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as)
 	}
-	delete(b.store, as)
+	b.forget(as)
 	return nil
 }
 
@@ -385,7 +423,7 @@ func (b *fakeBackend) world() backendtest.World {
 func (b *fakeBackend) lose(as string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.store, as)
+	b.forget(as)
 }
 
 // createsOf counts the creates for one login.
