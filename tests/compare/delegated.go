@@ -17,9 +17,10 @@ import (
 // 1h), for a window of -window; the figure is the server's CPU over that window (the postmaster
 // and its live and exited backends, from /proc), against the floor of the same window: per
 // verify interval, one catalog query over every consumer as the same role, and the logins due
-// (N x verify interval / login interval), each a connection as the consumer with its password.
-// The server's idle CPU (autovacuum's visits to every database), measured over a verify interval
-// with nothing connected, is taken off the daemon's figure.
+// (N x verify interval / login interval), each a connection as the next consumer in turn with its
+// password. The server's idle CPU (autovacuum's visits to every database it has statistics of),
+// measured over a verify interval with nothing connected before the daemon's window and after
+// it, is taken off the daemon's figure. Both sides' sessions started are printed beside.
 
 // delegate is the role the workload's daemon runs as: allowed to create roles and databases,
 // and nothing more.
@@ -82,10 +83,12 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 	logins := (n*int(defaultVerifyEvery/time.Second) + int(defaultLoginEvery/time.Second) - 1) / int(defaultLoginEvery/time.Second)
 	var raws, provs []measure
 	var memory []string
+	next := 0 // the floor logs in as the consumers in turn, as the daemon does: none twice before all once
 	for r := range b.opts.rounds {
+		s0 := b.sessions(ctx)
 		mr, err := serverTimed(pm, func() error {
 			for range passes {
-				if err := b.delegatedFloor(ctx, password, cs, logins); err != nil {
+				if next, err = b.delegatedFloor(ctx, password, cs, next, logins); err != nil {
 					return err
 				}
 			}
@@ -94,19 +97,27 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("round %d, raw: %w", r+1, err)
 		}
+		rawSessions := b.sessions(ctx) - s0 - 1
 		// The server's own work meanwhile (autovacuum visits every database each naptime, the
-		// checkpointer) is no provider's: measured over a verify interval with nothing connected,
-		// and taken off the daemon's window.
-		s0 := serverCPU(pm)
-		if err := sleep(ctx, defaultVerifyEvery); err != nil {
+		// checkpointer) is no provider's: measured over a verify interval with nothing connected
+		// before the daemon's window and after it, and their mean taken off the window. It grows
+		// as databases are first connected to (autovacuum visits only those it has statistics
+		// of), which the logins do.
+		before, err := b.idle(ctx, pm, window)
+		if err != nil {
 			return err
 		}
-		idle := perWindow(serverCPU(pm)-s0, defaultVerifyEvery, window)
-		mp, mem, err := b.delegatedDaemon(ctx, m, pm, n, window)
+		mp, mem, provSessions, err := b.delegatedDaemon(ctx, m, pm, n, window)
 		if err != nil {
 			return fmt.Errorf("round %d, provisioner: %w", r+1, err)
 		}
-		fmt.Printf("  round %d/%d        server CPU over %s: daemon running %s, idle %s\n", r+1, b.opts.rounds, dur(window), dur(mp.wall), dur(idle))
+		after, err := b.idle(ctx, pm, window)
+		if err != nil {
+			return err
+		}
+		idle := (before + after) / 2
+		fmt.Printf("  round %d/%d        server CPU over %s: daemon running %s, idle %s (before %s, after %s); sessions started: raw %d, daemon %d\n",
+			r+1, b.opts.rounds, dur(window), dur(mp.wall), dur(idle), dur(before), dur(after), rawSessions, provSessions)
 		mp.wall = max(0, mp.wall-idle)
 		raws, provs, memory = append(raws, mr), append(provs, mp), append(memory, mem)
 		fmt.Printf("  round %d/%d        raw %-9s provisioner %-9s (server CPU over %s) ratio %.2fx; per hour %s; %s\n", r+1, b.opts.rounds,
@@ -123,14 +134,14 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 }
 
 // delegatedFloor is one verify interval's least work for a provider that is not a superuser:
-// one catalog query over every consumer's role and database as that role, and logins as the
-// first logins consumers.
-func (b *bench) delegatedFloor(ctx context.Context, password string, cs []consumer, logins int) error {
+// one catalog query over every consumer's role and database as that role, and logins as
+// logins consumers from the next-th on, in turn; it answers where the next interval's begin.
+func (b *bench) delegatedFloor(ctx context.Context, password string, cs []consumer, next, logins int) (int, error) {
 	cfg := b.cfg.Copy()
 	cfg.User, cfg.Password = delegate, password
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect as %s: %w", delegate, err)
+		return next, fmt.Errorf("connect as %s: %w", delegate, err)
 	}
 	defer closeConn(conn)
 	var found int
@@ -142,65 +153,95 @@ WHERE r.rolname = ANY($1) AND r.rolcanlogin AND d.datdba = r.oid
   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m WHERE m.roleid = r.oid AND m.member <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user))`,
 		names(cs)).Scan(&found)
 	if err != nil {
-		return fmt.Errorf("catalog query: %w", err)
+		return next, fmt.Errorf("catalog query: %w", err)
 	}
 	if found != len(cs) {
-		return fmt.Errorf("catalog query: %d consumers as made, want %d", found, len(cs))
+		return next, fmt.Errorf("catalog query: %d consumers as made, want %d", found, len(cs))
 	}
-	for _, c := range cs[:min(logins, len(cs))] {
+	for range min(logins, len(cs)) {
+		c := cs[next]
+		next = (next + 1) % len(cs)
 		lc := b.cfg.Copy()
 		lc.User, lc.Password, lc.Database = c.name, c.password, c.name
 		conn, err := pgx.ConnectConfig(ctx, lc)
 		if err != nil {
-			return fmt.Errorf("log in as %s: %w", c.name, err)
+			return next, fmt.Errorf("log in as %s: %w", c.name, err)
 		}
 		closeConn(conn)
 	}
-	return nil
+	return next, nil
 }
 
 // delegatedDaemon runs the daemon over m with the defaults until it has confirmed every
-// consumer and one verify interval more, then measures the server's CPU over window; the
-// daemon's heap in use and resident memory are read at the window's end.
-func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window time.Duration) (measure, string, error) {
+// consumer and one verify interval more, then measures the server's CPU over window and the
+// sessions started in it; the daemon's heap in use and resident memory are read at the window's
+// end.
+func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window time.Duration) (measure, string, int, error) {
 	d, err := b.startDaemon(m)
 	if err != nil {
-		return measure{}, "", err
+		return measure{}, "", 0, err
 	}
 	defer d.stop(time.Minute)
 	deadline := time.Now().Add(b.opts.timeout)
 	for {
 		applied, err := d.metric(ctx, "provisioner_consumers", `state="applied"`)
 		if err != nil {
-			return measure{}, "", err
+			return measure{}, "", 0, err
 		}
 		if int(applied) == n {
 			break
 		}
 		if time.Now().After(deadline) {
-			return measure{}, "", fmt.Errorf("%d of %d consumers applied after %s; it said:\n%s", int(applied), n, b.opts.timeout, d.out.String())
+			return measure{}, "", 0, fmt.Errorf("%d of %d consumers applied after %s; it said:\n%s", int(applied), n, b.opts.timeout, d.out.String())
 		}
 		if err := sleep(ctx, time.Second); err != nil {
-			return measure{}, "", err
+			return measure{}, "", 0, err
 		}
 	}
 	if err := sleep(ctx, defaultVerifyEvery); err != nil { // past its first verify pass, which a start makes at once
-		return measure{}, "", err
+		return measure{}, "", 0, err
 	}
-	s0 := serverCPU(pm)
+	s0, c0 := serverCPU(pm), b.sessions(ctx)
 	if err := sleep(ctx, window); err != nil {
-		return measure{}, "", err
+		return measure{}, "", 0, err
 	}
 	mp := measure{wall: serverCPU(pm) - s0}
+	started := b.sessions(ctx) - c0 - 1
 	heap, err := d.metric(ctx, "go_memstats_heap_inuse_bytes", "")
 	if err != nil {
-		return measure{}, "", err
+		return measure{}, "", 0, err
 	}
 	rss, err := d.metric(ctx, "process_resident_memory_bytes", "")
 	if err != nil {
-		return measure{}, "", err
+		return measure{}, "", 0, err
 	}
-	return mp, fmt.Sprintf("heap in use %.1f MiB, RSS %.1f MiB", heap/(1<<20), rss/(1<<20)), nil
+	return mp, fmt.Sprintf("heap in use %.1f MiB, RSS %.1f MiB", heap/(1<<20), rss/(1<<20)), started, nil
+}
+
+// idle is the server's CPU over a verify interval with nothing of ours connected, scaled to
+// window.
+func (b *bench) idle(ctx context.Context, pm int, window time.Duration) (time.Duration, error) {
+	s0 := serverCPU(pm)
+	if err := sleep(ctx, defaultVerifyEvery); err != nil {
+		return 0, err
+	}
+	return perWindow(serverCPU(pm)-s0, defaultVerifyEvery, window), nil
+}
+
+// sessions is how many sessions the server has started, by its statistics (each backend
+// counts its own at its start; PostgreSQL 14 and later), this read's own included; -1 where
+// they cannot be read.
+func (b *bench) sessions(ctx context.Context) int {
+	conn, err := b.connect(ctx, "")
+	if err != nil {
+		return -1
+	}
+	defer closeConn(conn)
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT coalesce(sum(sessions), 0)::bigint FROM pg_catalog.pg_stat_database").Scan(&n); err != nil {
+		return -1
+	}
+	return int(n)
 }
 
 // exec runs each statement as the superuser, on one connection.

@@ -56,14 +56,18 @@ func (b *bench) pairs(wl string, raw, prov round) (rawP int, raws, provs []measu
 			fmt.Printf("  sweep %d/%d P=%-2d  raw %-9s provisioner %s\n", r+1, b.opts.sweepRounds, p, dur(mr.wall), dur(mp.wall))
 		}
 	}
-	b.sweeps = append(b.sweeps, sw)
 	rawP = b.opts.sweep[0]
-	for _, p := range b.opts.sweep {
-		if median(walls(sw.raw[p])) < median(walls(sw.raw[rawP])) {
-			rawP = p
+	if b.opts.sweepRounds == 0 {
+		fmt.Printf("  the raw floor's parallelism: P=%d (no sweep: the first of -sweep)\n", rawP)
+	} else {
+		b.sweeps = append(b.sweeps, sw)
+		for _, p := range b.opts.sweep {
+			if median(walls(sw.raw[p])) < median(walls(sw.raw[rawP])) {
+				rawP = p
+			}
 		}
+		fmt.Printf("  the raw floor's parallelism: P=%d (fastest in the sweep)\n", rawP)
 	}
-	fmt.Printf("  the raw floor's parallelism: P=%d (fastest in the sweep)\n", rawP)
 	for r := range b.opts.rounds {
 		mr, err := raw(rawP, r == 0)
 		if err != nil {
