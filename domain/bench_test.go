@@ -51,18 +51,25 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// appliedFleet is a loop over n listed consumers, each created by its first pass, and the fake
+// that made them.
+func appliedFleet(b *testing.B, n int) (*domain.Harness, *fakeBackend) {
+	file := fleet(b, b.TempDir(), n)
+	backend := &fakeBackend{}
+	h := domain.New(domain.Config{Resource: "postgres", Receives: file}, files.New(), clock.NewMock(), backend, nil, &fakeLogger{})
+	if r := h.Reconcile(ctx); r.Created != n {
+		b.Fatalf("created %d, want %d", r.Created, n)
+	}
+	return h, backend
+}
+
 // BenchmarkNoChangePass is one pass over consumers that are all applied and unchanged, between
 // verify intervals: what the loop costs every Every while nothing happens. It reads the real
 // files, and asks nothing of the backend.
 func BenchmarkNoChangePass(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			file := fleet(b, b.TempDir(), n)
-			backend := &fakeBackend{}
-			h := domain.New(domain.Config{Resource: "postgres", Receives: file}, files.New(), clock.NewMock(), backend, nil, &fakeLogger{})
-			if r := h.Reconcile(ctx); r.Created != n {
-				b.Fatalf("created %d, want %d", r.Created, n)
-			}
+			h, backend := appliedFleet(b, n)
 			managed := backend.managed
 			b.ReportAllocs()
 			before := cpuTime(b)
@@ -167,12 +174,7 @@ func BenchmarkStopMidPass(b *testing.B) {
 func BenchmarkListedMemory(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			file := fleet(b, b.TempDir(), n)
-			backend := &fakeBackend{}
-			h := domain.New(domain.Config{Resource: "postgres", Receives: file}, files.New(), clock.NewMock(), backend, nil, &fakeLogger{})
-			if r := h.Reconcile(ctx); r.Created != n {
-				b.Fatalf("created %d, want %d", r.Created, n)
-			}
+			h, _ := appliedFleet(b, n)
 			for b.Loop() {
 				h.Reconcile(ctx)
 			}
