@@ -133,10 +133,11 @@ type Report struct {
 	Watched []string
 }
 
-// Converged is whether the file was read, every listed consumer was held or created, and no
-// withdrawal is held: what a single pass (--once) did is all it was asked to do.
+// Converged is whether the file was read, every listed consumer was held or created, no
+// withdrawal is held and no staged change is under way (the rest of a rollout waits for a later
+// pass): what a single pass (--once) did is all it was asked to do.
 func (r Report) Converged() bool {
-	if !r.FileRead || r.Standby || r.ServerProblem != "" || r.WithdrawalsHeld > 0 {
+	if !r.FileRead || r.Standby || r.ServerProblem != "" || r.WithdrawalsHeld > 0 || len(r.Rollouts) > 0 {
 		return false
 	}
 	for _, s := range r.Consumers {

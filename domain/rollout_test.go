@@ -72,6 +72,7 @@ func TestStagedUpdateGoesToTheCanaryFirstAndTheRestAfterTheSoak(t *testing.T) {
 	is.True(slices.Contains(w.log.audit(), "c00: extension vector updated 0.8.0 -> 0.8.6"))
 	is.Equal(r.Status[2].Updates, []string{"extension vector 0.8.0, wanted 0.8.6"}) // the rest wait, and /status says so
 	is.Equal(r.Status[0].Updates, []string(nil))                                    // a canary holds it
+	is.True(!r.Converged())                                                         // --once exits 1: the rest wait for a later pass
 
 	for range 9 {
 		w.pass(time.Minute) // verify passes within the soak
