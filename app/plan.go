@@ -181,7 +181,7 @@ func writePlan(w io.Writer, p domain.Preview, now time.Time) {
 	}
 	tw.Flush()
 	var summary []string
-	for _, act := range []ports.Act{ports.ActCreate, ports.ActAdopt, ports.ActRepair, ports.ActRefuse, ports.ActWithdraw, ports.ActDrop, ports.ActWait} {
+	for _, act := range []ports.Act{ports.ActCreate, ports.ActAdopt, ports.ActRepair, ports.ActUpdate, ports.ActRefuse, ports.ActWithdraw, ports.ActDrop, ports.ActWait} {
 		if counts[string(act)] > 0 {
 			summary = append(summary, fmt.Sprintf("%d %s", counts[string(act)], act))
 		}
@@ -213,6 +213,8 @@ transactions; it takes no lease, serves nothing and can run beside a running dae
   adopt     a role named like it exists that no record names, and --adopt plain takes it over
             (WHY: what that changes)
   repair    the provider's, and not as asked (WHY: what drifted)
+  update    as asked but for staged changes it is due, made as their rollout allows (WHY: each
+            change, e.g. an extension's newer version)
   refuse    exists and is not the provider's to take, or asks for what cannot be made (WHY)
   withdraw  no longer listed: its login goes (WHEN: after the file settles, or held as a
             mass withdrawal)

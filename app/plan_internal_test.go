@@ -24,15 +24,17 @@ func TestPlanIsATableWithASummary(t *testing.T) {
 	writePlan(&out, domain.Preview{MassWithdrawal: true, Consumers: []domain.Planned{
 		{As: "letta", Act: "create", Why: []string{"role letta", "database letta"}},
 		{As: "kept", Act: ""},
+		{As: "vec", Act: domain.PlanUpdate, Why: []string{"extension vector 0.8.0 to 0.8.1"}},
 		{As: "gone", Act: "withdraw", At: now.Add(time.Minute), Held: true, Why: []string{"waits"}},
 	}}, now)
 	is.Equal(out.String(), `CONSUMER  ACT       WHEN                                                   WHY
 letta     create    next pass                                              role letta; database letta
 kept      -         -                                                      -
+vec       update    next pass                                              extension vector 0.8.0 to 0.8.1
 gone      withdraw  2026-12-03T12:01:00Z (in 1m0s), held: mass withdrawal  waits
 
-plan: 1 create, 1 withdraw, 1 as asked; the withdrawals are held as a mass withdrawal
-`)
+plan: 1 create, 1 update, 1 withdraw, 1 as asked; the withdrawals are held as a mass withdrawal
+`) // every act a line shows is in the summary
 }
 
 // The hostile login of issue 19, and a reason with a terminal's clear-screen, stay in their cells.
