@@ -121,8 +121,11 @@ func reason(err error) string {
 		return fmt.Sprintf("has no such database (3D000: %s): check the provider's database (--provider-database, postgres by default)", pgErr.Message)
 	case errors.As(err, &pgErr) && pgErr.Code == tooManyConnections:
 		return fmt.Sprintf("has no connection slot left (53300: %s)", pgErr.Message)
-	case errors.As(err, &pgErr) && (pgErr.Code == cannotConnectNow || pgErr.Code == adminShutdown):
+	case errors.As(err, &pgErr) && pgErr.Code == cannotConnectNow:
 		return fmt.Sprintf("is starting or stopping (%s: %s)", pgErr.Code, pgErr.Message)
+	case errors.As(err, &pgErr) && pgErr.Code == adminShutdown:
+		// The server's fast shutdown and pg_terminate_backend say the same words.
+		return fmt.Sprintf("ended the provider's session (%s: %s): it is stopping, or somebody terminated the session", pgErr.Code, pgErr.Message)
 	case errors.As(err, &pgErr):
 		return fmt.Sprintf("answered an error: %s (%s)", pgErr.Message, pgErr.Code)
 	case errors.Is(err, context.DeadlineExceeded):

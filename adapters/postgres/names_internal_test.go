@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/matryer/is"
 )
 
@@ -18,6 +19,15 @@ func TestServerVersionsAreReadAndOldOnesSaidInOneLine(t *testing.T) {
 	is.True(!ok) // not reported: asked instead
 	is.Equal(reason(fmt.Errorf("connect: %w", unsupported{version: "13.16"})),
 		"is PostgreSQL 13.16, older than 14: the provider supports PostgreSQL 14 to 18; upgrade the server") // the version, in one line
+}
+
+func TestAnEndedSessionIsNotCalledAServerStarting(t *testing.T) {
+	is := is.New(t)
+	starting := &pgconn.PgError{Code: cannotConnectNow, Message: "the database system is starting up"}
+	is.Equal(reason(starting), "is starting or stopping (57P03: the database system is starting up)")
+	ended := &pgconn.PgError{Code: adminShutdown, Message: "terminating connection due to administrator command"}
+	is.Equal(reason(fmt.Errorf("renew: %w", ended)), "ended the provider's session (57P01: terminating connection due to administrator command): "+
+		"it is stopping, or somebody terminated the session") // pg_terminate_backend and a fast shutdown say the same
 }
 
 func TestDatabaseNamePrecedence(t *testing.T) {
