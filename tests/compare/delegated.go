@@ -14,13 +14,14 @@ import (
 
 // The delegated verify workload: the daemon, as a role that is not a superuser, over consumers
 // it already made, with the defaults of what it checks (--verify-every 1m, --login-check-every
-// 1h), for a window of -window; the figure is the server's CPU over that window (the postmaster
-// and its live and exited backends, from /proc), against the floor of the same window: per
-// verify interval, one catalog query over every consumer as the same role, and the logins due
-// (N x verify interval / login interval), each a connection as the next consumer in turn with its
-// password. The server's idle CPU (autovacuum's visits to every database it has statistics of),
-// measured over a verify interval with nothing connected before the daemon's window and after
-// it, is taken off the daemon's figure. Both sides' sessions started are printed beside.
+// 1h) and -daemon-flags, for a window of -window; the figure is the server's CPU over that
+// window (the postmaster and its live and exited backends, from /proc), against the floor of
+// the same window: per verify interval, one catalog query over every consumer as the same role,
+// and the logins due (N x verify interval / login interval), each a connection as the next
+// consumer in turn with its password. The server's idle CPU (autovacuum's visits to every
+// database it has statistics of), measured over a verify interval with nothing connected
+// before the daemon's window and after it, is taken off the daemon's figure. Both sides'
+// sessions started are printed beside.
 
 // delegate is the role the workload's daemon runs as: allowed to create roles and databases,
 // and nothing more.
@@ -177,7 +178,7 @@ WHERE r.rolname = ANY($1) AND r.rolcanlogin AND d.datdba = r.oid
 // sessions started in it; the daemon's heap in use and resident memory are read at the window's
 // end.
 func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window time.Duration) (measure, string, int, error) {
-	d, err := b.startDaemon(m)
+	d, err := b.startDaemon(m, b.opts.daemonFlags...)
 	if err != nil {
 		return measure{}, "", 0, err
 	}

@@ -61,6 +61,7 @@ type options struct {
 	sweep        []int
 	sweepRounds  int
 	slimTemplate bool
+	daemonFlags  []string
 	parallel     int // the provisioner's --parallel in the main rounds
 	bin          string
 	out          string
@@ -116,11 +117,14 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.slimTemplate, "slim-template", false, "trim template1 before the workloads (its comments, statistics and ICU "+
 		"collations deleted, information_schema dropped, its catalogs rewritten): every database made from it takes 4.6 MB "+
 		"where it took 7.5 (PostgreSQL 15), so that 10,000 fit a smaller disk; both sides make theirs from it")
+	daemonFlags := fs.String("daemon-flags", "", "more flags for the verify-delegated workload's daemon, space-separated "+
+		"(e.g. '--usage-every 0' to see what the usage read costs apart)")
 	fs.IntVar(&o.otherRoles, "other-roles", 0, "roles that are no consumer's (in groups, a member each) made before the start-over "+
 		"workload, and dropped after it: a server grown around the consumers")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.daemonFlags = strings.Fields(*daemonFlags)
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
