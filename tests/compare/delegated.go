@@ -86,7 +86,7 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 	var memory []string
 	next := 0 // the floor logs in as the consumers in turn, as the daemon does: none twice before all once
 	for r := range b.opts.rounds {
-		s0 := b.sessions(ctx)
+		sessions := b.sessionsFrom(ctx)
 		mr, err := serverTimed(pm, func() error {
 			for range passes {
 				if next, err = b.delegatedFloor(ctx, password, cs, next, logins); err != nil {
@@ -98,7 +98,7 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("round %d, raw: %w", r+1, err)
 		}
-		rawSessions := b.sessions(ctx) - s0 - 1
+		rawSessions := sessions()
 		// The server's own work meanwhile (autovacuum visits every database each naptime, the
 		// checkpointer) is no provider's: measured over a verify interval with nothing connected
 		// before the daemon's window and after it, and their mean taken off the window. It grows
@@ -202,12 +202,12 @@ func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window 
 	if err := sleep(ctx, defaultVerifyEvery); err != nil { // past its first verify pass, which a start makes at once
 		return measure{}, "", 0, err
 	}
-	s0, c0 := serverCPU(pm), b.sessions(ctx)
+	s0, sessions := serverCPU(pm), b.sessionsFrom(ctx)
 	if err := sleep(ctx, window); err != nil {
 		return measure{}, "", 0, err
 	}
 	mp := measure{wall: serverCPU(pm) - s0}
-	started := b.sessions(ctx) - c0 - 1
+	started := sessions()
 	heap, err := d.metric(ctx, "go_memstats_heap_inuse_bytes", "")
 	if err != nil {
 		return measure{}, "", 0, err
@@ -229,20 +229,30 @@ func (b *bench) idle(ctx context.Context, pm int, window time.Duration) (time.Du
 	return perWindow(serverCPU(pm)-s0, defaultVerifyEvery, window), nil
 }
 
-// sessions is how many sessions the server has started, by its statistics (each backend
-// counts its own at its start; PostgreSQL 14 and later), this read's own included; -1 where
-// they cannot be read.
-func (b *bench) sessions(ctx context.Context) int {
-	conn, err := b.connect(ctx, "")
-	if err != nil {
-		return -1
+// sessionsFrom starts counting the sessions the server starts, by its statistics (each
+// backend counts its own at its start; PostgreSQL 14 and later): the answer is how many it has
+// started since, the reads' own left out; -1 where either read failed.
+func (b *bench) sessionsFrom(ctx context.Context) func() int {
+	read := func() int {
+		conn, err := b.connect(ctx, "")
+		if err != nil {
+			return -1
+		}
+		defer closeConn(conn)
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT coalesce(sum(sessions), 0)::bigint FROM pg_catalog.pg_stat_database").Scan(&n); err != nil {
+			return -1
+		}
+		return int(n)
 	}
-	defer closeConn(conn)
-	var n int64
-	if err := conn.QueryRow(ctx, "SELECT coalesce(sum(sessions), 0)::bigint FROM pg_catalog.pg_stat_database").Scan(&n); err != nil {
-		return -1
+	from := read() // its own session counted in it
+	return func() int {
+		to := read()
+		if from < 0 || to < 0 {
+			return -1
+		}
+		return to - from - 1 // less the second read's own session
 	}
-	return int(n)
 }
 
 // exec runs each statement as the superuser, on one connection.
