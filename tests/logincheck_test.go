@@ -61,10 +61,11 @@ func TestDelegatedLoginCheckFindsAPasswordChangedBehindItsBack(t *testing.T) {
 	// due within the interval and is made at the verify pass after that (a second later, and
 	// the pass's own time): the watch lasts the interval and that much more, so that a due
 	// login made a little late is not counted as none.
+	watch := every + 3*time.Second
 	before := loginStatus(t, p)
 	checks, logins := map[string]int{}, map[string]int{}
 	last := before
-	for end := time.Now().Add(every + 3*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(watch); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		now := loginStatus(t, p)
 		for _, c := range all {
 			if !now[c.as][0].Equal(last[c.as][0]) {
@@ -77,7 +78,7 @@ func TestDelegatedLoginCheckFindsAPasswordChangedBehindItsBack(t *testing.T) {
 		last = now
 	}
 	for _, c := range all {
-		t.Logf("%s: %d checks, %d login checks in %s", c.as, checks[c.as], logins[c.as], every+3*time.Second)
+		t.Logf("%s: %d checks, %d login checks in %s", c.as, checks[c.as], logins[c.as], watch)
 		is.True(checks[c.as] >= 3)                                // every verify pass checks it
 		is.True(logins[c.as] >= 1 && logins[c.as] < checks[c.as]) // logged in as within the interval, not at every check
 	}
