@@ -157,7 +157,7 @@ func writePlan(w io.Writer, p domain.Preview, now time.Time) {
 		act, when := c.Act, "-"
 		if act == "" {
 			act = "-"
-		} else if act != domain.PlanWait && act != string(ports.ActRefuse) {
+		} else if act != domain.PlanWait && act != string(ports.ActRefuse) && act != domain.PlanIncomplete {
 			when = "next pass"
 		}
 		if !c.At.IsZero() {
@@ -185,6 +185,9 @@ func writePlan(w io.Writer, p domain.Preview, now time.Time) {
 		if counts[string(act)] > 0 {
 			summary = append(summary, fmt.Sprintf("%d %s", counts[string(act)], act))
 		}
+	}
+	if counts[domain.PlanIncomplete] > 0 {
+		summary = append(summary, fmt.Sprintf("%d %s", counts[domain.PlanIncomplete], domain.PlanIncomplete))
 	}
 	if counts[""] > 0 {
 		summary = append(summary, fmt.Sprintf("%d as asked", counts[""]))
@@ -220,6 +223,10 @@ transactions; it takes no lease, serves nothing and can run beside a running dae
             mass withdrawal)
   drop      withdrawn, and dropped with its data at WHEN (--on-withdraw drop, --drop-after)
   wait      listed, and its secret cannot be read or used yet
+  incomplete
+            made, but without what its entry asks for that is not made here (WHY: what it
+            lacks, e.g. an extension the server does not have): install it on the server, or
+            allow it, and the next check makes it
   -         as the file asks: nothing to do
 
   --format text|json
@@ -232,7 +239,7 @@ daemon that has run since the file last changed. A drop waits --drop-after from 
 daemon first saw the withdrawal: where a daemon acting for the resource answers at --listen,
 its /status times the drop; otherwise WHEN is the earliest, from the record's time.
 
-Exit codes: 0 every consumer is as the file asks; 3 something is to be done, waits or is
-refused; 1 could not plan (the file unusable, the server unreachable or its record unreadable);
+Exit codes: 0 every consumer is as the file asks; 3 something is to be done, waits, is
+refused or is incomplete; 1 could not plan (the file unusable, the server unreachable or its record unreadable);
 2 bad usage or configuration.
 `

@@ -120,7 +120,7 @@ func TestTheAlertingRulesNameOnlyMetricsThatExist(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"ProvisionerConsumersFailing", "ProvisionerConsumersBraked", "ProvisionerServerUnreachable",
+	for _, want := range []string{"ProvisionerConsumersFailing", "ProvisionerConsumersBraked", "ProvisionerConsumersIncomplete", "ProvisionerServerUnreachable",
 		"ProvisionerMassWithdrawalHeld", "ProvisionerNoReplicaLeading", "ProvisionerLoopStuck", "ProvisionerExtensionRolloutHalted"} {
 		is.True(alerts[want]) // each thing the issue asks to be alerted on
 	}

@@ -134,7 +134,7 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	}
 	fmt.Fprintln(tw, header+"DRIFT / LAST ERROR")
 	for _, c := range doc.Consumers {
-		note := strings.Join(slices.Concat(c.Drift, c.Updates, c.Kept), ", ")
+		note := strings.Join(slices.Concat(lacking(c.Lacks), c.Drift, c.Updates, c.Kept), ", ")
 		if c.LastError != "" {
 			note = strings.TrimSpace(note + " " + c.LastError)
 		}
@@ -200,4 +200,13 @@ func writeRollouts(w io.Writer, rollouts []domain.Rollout, ago func(time.Time) s
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d of %d\t%s\n", e(r.Subject), e(orDash(r.From)), e(r.To), r.Done, r.Total, e(state))
 	}
 	tw.Flush()
+}
+
+// lacking is what a consumer lacks, each said as lacked.
+func lacking(lacks []string) []string {
+	out := make([]string, len(lacks))
+	for i, l := range lacks {
+		out[i] = "lacks " + l
+	}
+	return out
 }

@@ -44,6 +44,8 @@ type consumer struct {
 	uncheckable *repeat
 	// loginDue is when its next login check is due (logins.go); zero until it is first scheduled.
 	loginDue time.Time
+	// lacks is what its last create or check said it lacks (ports.Holding.Lacks).
+	lacks []string
 	// removing is its withdrawal or drop under way: said once, and its failures.
 	removing *repeat
 
@@ -59,7 +61,7 @@ func (c *consumer) managed() bool { return c.applied || c.recorded && !c.record.
 func (c *consumer) unlisted() {
 	c.listed = false
 	c.memo, c.waiting, c.refusedSecret = secretMemo{}, 0, nil
-	c.failing, c.refusal, c.unasked, c.isUnasked, c.uncheckable = nil, nil, 0, false, nil
+	c.failing, c.refusal, c.unasked, c.isUnasked, c.uncheckable, c.lacks = nil, nil, 0, false, nil, nil
 	c.status = nil
 }
 

@@ -70,6 +70,21 @@ type fakeBackend struct {
 	logins  []login
 
 	adoptsNothing bool // refuses every login it did not make, as a backend without adoption
+
+	unavailable map[string]bool // extensions it does not make: what names them lacks them
+}
+
+// lacks is what p lacks of what it asks for (Holding.Lacks), b.mu held: each extension it names
+// that the fake does not make.
+func (b *fakeBackend) lacks(p ports.Provision) []string {
+	xs, _ := p.Extensions()
+	var out []string
+	for _, x := range xs {
+		if b.unavailable[x.Name] {
+			out = append(out, "extension "+x.Name+": not available on this server")
+		}
+	}
+	return out
 }
 
 // login is one login a check made: who, and when by the backend's clock.
@@ -123,6 +138,9 @@ func (b *fakeBackend) Create(ctx context.Context, p ports.Provision) (ports.Act,
 		return ports.ActRepair, err
 	}
 	b.keep(p.As, made{p: p})
+	if lacks := b.lacks(p); len(lacks) > 0 {
+		return f.Act, &ports.Incomplete{Lacks: lacks}
+	}
 	return f.Act, nil
 }
 
@@ -233,9 +251,9 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	}
 	h := b.holding(p, true)
 	if !h.Held {
-		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift, Updates: h.Updates, Kept: h.Kept}
+		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift, Updates: h.Updates, Kept: h.Kept, Lacks: h.Lacks}
 	}
-	return ports.Foresight{Act: ports.ActNone, Updates: h.Updates, Kept: h.Kept}
+	return ports.Foresight{Act: ports.ActNone, Updates: h.Updates, Kept: h.Kept, Lacks: h.Lacks}
 }
 
 // Foresee answers foresee for each of ps; the test's holdsErr stands for a backend that
@@ -321,7 +339,8 @@ func (b *fakeBackend) holding(p ports.Provision, password bool) ports.Holding {
 	if ok && (!reflect.DeepEqual(m.p.Values, p.Values) || !reflect.DeepEqual(m.p.Derived, p.Derived)) {
 		drift = append(drift, "values")
 	}
-	return ports.Holding{Held: len(drift) == 0, Drift: drift, Updates: slices.Clone(b.due[p.As]), Has: slices.Clone(b.has[p.As])}
+	return ports.Holding{Held: len(drift) == 0, Drift: drift, Updates: slices.Clone(b.due[p.As]), Has: slices.Clone(b.has[p.As]),
+		Lacks: b.lacks(p)}
 }
 
 // update makes the staged changes p lets Create make, b.mu held: each is made, or fails as

@@ -58,6 +58,7 @@ type item struct {
 	called    bool          // the backend was called for it: Create, Remove or Drop
 	err       error         // Create's, Remove's or Drop's error
 	did       ports.Act     // what Create said it did
+	lacks     []string      // what Create said it lacks (an *ports.Incomplete, after the rest was done)
 	brake     brake         // what the consumer's brake was when the pass began
 	updates   []string      // the staged changes its create may make (stage)
 	timedOut  bool

@@ -28,6 +28,10 @@ const (
 	// PlanUpdate: held as asked but for staged changes it is due (an extension's newer
 	// version), made as its rollout allows (Why: each change).
 	PlanUpdate = string(ports.ActUpdate)
+	// PlanIncomplete: held as the backend makes it, but without something its entry asks for
+	// that the backend does not make for it (Why: each thing it lacks). Nothing a pass does
+	// mends it; the plan names it, so that a consumer missing its extension is never as asked.
+	PlanIncomplete = "incomplete"
 )
 
 // Planned is what a pass would do for one consumer.
@@ -140,6 +144,12 @@ func (h *Harness) foresee(ctx context.Context, items []*item) ([]Planned, error)
 			out[i].Why = append(out[i].Why, h.scrubbed(c, errors.New(why)))
 		}
 		planUpdates(&out[i], f, h.cfg.Updates == Off)
+		if len(f.Lacks) > 0 && out[i].Act == string(ports.ActNone) {
+			out[i].Act = PlanIncomplete
+		}
+		for _, lack := range f.Lacks {
+			out[i].Why = append(out[i].Why, "lacks "+h.scrubbed(c, errors.New(lack)))
+		}
 	}
 	return out, nil
 }

@@ -16,12 +16,15 @@ const (
 	StateFailing State = "failing"
 	// StateBraked: the backend lost it and it was applied again; checks are spaced out.
 	StateBraked State = "braked"
+	// StateIncomplete: applied, but without something its entry asks for that the backend does
+	// not make for it (an extension the server lacks, or refuses): Status.Lacks says what.
+	StateIncomplete State = "incomplete"
 	// StateUnchecked: the backend as a whole could not be used, so nothing was asked for it.
 	StateUnchecked State = "unchecked"
 )
 
 // States lists every State, for those who count consumers by state.
-var States = []State{StateApplied, StateWaitingForSecret, StateFailing, StateBraked, StateUnchecked}
+var States = []State{StateApplied, StateWaitingForSecret, StateFailing, StateBraked, StateUnchecked, StateIncomplete}
 
 // Status is what the loop knows of one listed consumer.
 type Status struct {
@@ -47,6 +50,9 @@ type Status struct {
 	// for it that its entry no longer names.
 	Updates []string `json:"updates,omitempty"`
 	Kept    []string `json:"kept,omitempty"`
+	// Lacks is what its entry asks for that the backend does not make for it, as its last
+	// create or check said it (ports.Holding.Lacks): why it is incomplete.
+	Lacks []string `json:"lacks,omitempty"`
 }
 
 // LeavingState is where a consumer stands that the backend's record holds and the file no

@@ -111,6 +111,9 @@ func (h *Harness) refuseClashes(items []*item) {
 func (h *Harness) creates(ctx context.Context, items []*item, doing string, which func(*item) bool) {
 	h.call(ctx, items, doing, which, func(it *item) {
 		it.did, it.err = h.backend.Create(ctx, it.p)
+		if incomplete := (*ports.Incomplete)(nil); errors.As(it.err, &incomplete) {
+			it.lacks, it.err = incomplete.Lacks, nil // made as far as it can be: its state says the rest
+		}
 	})
 }
 

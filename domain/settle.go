@@ -50,6 +50,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	c := it.c
 	st := h.statusOf(c)
 	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
+	c.lacks = it.checked.Lacks
 	h.loggedIn(it)
 	it.err = h.settleUpdates(it)
 	if it.checked.Held {
@@ -115,7 +116,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		}
 		return
 	}
-	c.refusal = nil
+	c.refusal, c.lacks = nil, it.lacks
 	if c.failing != nil {
 		h.say(slog.LevelInfo, c.as, "%s: created, after %d failed attempt(s)", c.as, c.failing.times)
 		c.failing = nil

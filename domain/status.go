@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"slices"
 	"sort"
 	"time"
 )
@@ -17,6 +18,8 @@ func stateOf(it *item) State {
 		return StateFailing
 	case !c.applied:
 		return StateUnchecked // not yet applied by this process, nor failing: nothing known yet
+	case len(c.lacks) > 0:
+		return StateIncomplete // never shown as applied, whatever else it is
 	case c.lost.times > 0:
 		return StateBraked
 	}
@@ -42,6 +45,10 @@ func (h *Harness) show(it *item) {
 	}
 	if it.said != "" || s == StateApplied || s == StateBraked {
 		st.LastError = it.said
+	}
+	if !slices.Equal(st.Lacks, c.lacks) {
+		st.Lacks = c.lacks
+		h.consumers.dirty = true
 	}
 	st.NextCheck = time.Time{}
 	if c.applied {

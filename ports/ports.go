@@ -12,6 +12,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -93,6 +94,12 @@ type Holding struct {
 	// Kept says what the backend keeps for it that its entry no longer names (an extension,
 	// which may hold its data, is never dropped), in words an operator reads.
 	Kept []string
+	// Lacks says what its entry asks for that the backend does not make for it (an extension
+	// the server does not have, one not allowed here, one the server refused to create), in
+	// words an operator reads, e.g. "extension vector: not available on this server". It is
+	// not drift (applying again does not make it) and does not make it unheld, but a consumer
+	// that lacks something is not whole: the loop never shows it as applied.
+	Lacks []string
 }
 
 // Update is a change a backend stages across its consumers rather than making at once for
@@ -129,6 +136,16 @@ type UpdateFailed struct {
 
 func (e *UpdateFailed) Error() string { return e.Update.Step + ": " + e.Reason }
 
+// Incomplete is Create's error where everything it could make was made, and what the entry
+// asks for that the backend does not make for it (Holding.Lacks' words) is missing: the consumer
+// is created, not whole. A caller that does not know it takes it as a failure, never as done.
+// Told apart with errors.As.
+type Incomplete struct {
+	Lacks []string
+}
+
+func (e *Incomplete) Error() string { return "incomplete: lacks " + strings.Join(e.Lacks, "; ") }
+
 // Checked is one consumer's answer in a batch of checks.
 type Checked struct {
 	Holding
@@ -150,6 +167,8 @@ type Foresight struct {
 	// entry no longer names, as a check (Holding) says them.
 	Updates []Update
 	Kept    []string
+	// Lacks is what it would lack after Create, as a check (Holding) says it.
+	Lacks []string
 	// Err is set where the backend could not be asked about this consumer; Act and Why are
 	// then meaningless.
 	Err error
@@ -177,7 +196,9 @@ type Backend interface {
 	// ActRepair (the provider's own, and something was changed), or ActNone (already exactly as
 	// asked; a backend that cannot tell cheaply answers ActRepair). Its act is meaningless
 	// where it fails. It makes the staged changes p.Updates names, and no other; one that fails
-	// on the backend is a *UpdateFailed, after the rest was done.
+	// on the backend is a *UpdateFailed, after the rest was done. Where the entry asks for what
+	// the backend does not make for it (Holding.Lacks), the error is an *Incomplete, after the
+	// rest was done.
 	Create(ctx context.Context, p Provision) (Act, error)
 	// Remove withdraws the login as: it can no longer be used, what it holds is kept, and the
 	// record marks it withdrawn. What it holds is the backend's own record's to say. Removing

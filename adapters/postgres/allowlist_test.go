@@ -1,11 +1,13 @@
 package postgres_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/matryer/is"
 
+	"github.com/novox/postgres-provider/ports"
 	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
@@ -37,8 +39,12 @@ func TestDelegatedCreatesTheExtensionsThePlatformAllowLists(t *testing.T) {
 	}
 	b, prov := e.delegated()
 	p := provision(name("letta"), "vector", "pg_trgm", "dblink")
-	is.NoErr(errOf(b.Create(ctx, p)))
-	is.NoErr(errOf(b.Create(ctx, p)))                                      // again, as every pass that repairs would
+	lacks := []string{`extension dblink: refused by the server (permission denied to create extension "dblink")`}
+	for range 2 { // again, as every pass that repairs would
+		var incomplete *ports.Incomplete
+		is.True(errors.As(errOf(b.Create(ctx, p)), &incomplete)) // made without dblink
+		is.Equal(incomplete.Lacks, lacks)
+	}
 	is.Equal(e.extensions(p.As), []string{"pg_trgm", "plpgsql", "vector"}) // the allow-listed ones; dblink is not listed
 	is.Equal(e.extOwner(p.As, "vector"), "postgres")                       // made by the server's superuser for the provider, as the platform does
 	var said []string
@@ -51,7 +57,8 @@ func TestDelegatedCreatesTheExtensionsThePlatformAllowLists(t *testing.T) {
 	is.True(strings.HasPrefix(said[0], p.As+": extension dblink is refused by the server (permission denied to create extension \"dblink\")"))
 	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
-	is.True(held.Held) // the refused extension is not drift
+	is.True(held.Held)          // the refused extension is not drift
+	is.Equal(held.Lacks, lacks) // but it is lacked
 
 	conn := e.mustLogin(p.As, p.Password, p.As)
 	_, err = conn.Exec(ctx, "CREATE TABLE memories (id int PRIMARY KEY, embedding vector)")
@@ -65,9 +72,9 @@ func TestDelegatedCreatesTheExtensionsThePlatformAllowLists(t *testing.T) {
 	e.exec(p.As, "DROP EXTENSION vector CASCADE") // behind the provider's back
 	held, err = holdsOne(ctx, b, p)
 	is.NoErr(err)
-	is.True(!held.Held) // an allow-listed extension that is gone is drift
-	is.NoErr(errOf(b.Create(ctx, p)))
-	is.True(contains(e.extensions(p.As), "vector")) // and repaired
+	is.True(!held.Held)                                                 // an allow-listed extension that is gone is drift
+	is.True(errors.As(errOf(b.Create(ctx, p)), new(*ports.Incomplete))) // repaired, without dblink still
+	is.True(contains(e.extensions(p.As), "vector"))                     // and repaired
 }
 
 // TestDelegatedATrojanInThePublicSchemaNeverRunsAsSuperuser: pgextwlist runs an allow-listed

@@ -133,7 +133,8 @@ type Backend struct {
 	// role is the provider's mode and the server's version, as last read.
 	role atomic.Pointer[serverRole]
 	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
-	// provider that is not a superuser: not checked for, as those it does not have.
+	// provider that is not a superuser, and the server's message: not checked for, as those it
+	// does not have, and lacked (Holding.Lacks).
 	refusedExt sync.Map
 	// refusedUpdate are the consumers' extension updates ("role/key") the server refused to
 	// make for a provider that is not a superuser, and why: said once, not tried again.

@@ -92,10 +92,20 @@ func TestUnavailableExtensionIsSkippedAndSaid(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	letta := provision(name("letta"), "no_such_extension", "pg_trgm")
-	is.NoErr(errOf(e.b.Create(ctx, letta))) // not a failure
+	lacks := []string{"extension no_such_extension: not available on this server"}
+	var incomplete *ports.Incomplete
+	is.True(errors.As(errOf(e.b.Create(ctx, letta)), &incomplete)) // the rest was made: not a failure, and not whole
+	is.Equal(incomplete.Lacks, lacks)
 	is.Equal(e.log.said(), []string{letta.As + ": extension no_such_extension is not available on this server; skipped"})
 	is.Equal(e.extensions(letta.As), []string{"pg_trgm", "plpgsql"}) // the available one was created
-	is.True(e.holds(letta))                                          // held without the missing one
+	h, err := holdsOne(ctx, e.b, letta)
+	is.NoErr(err)
+	is.True(h.Held)          // held without the missing one: applying again would not make it
+	is.Equal(h.Lacks, lacks) // and the check says what it lacks
+	f := e.b.Foresee(ctx, []ports.Provision{letta}, time.Minute)[0]
+	is.NoErr(f.Err)
+	is.Equal(f.Act, ports.ActNone)
+	is.Equal(f.Lacks, lacks) // as the plan says it
 }
 
 func TestHoldsSeesDriftAndCreateRepairsIt(t *testing.T) {

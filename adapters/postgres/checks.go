@@ -80,12 +80,15 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	delegated := b.delegated()
 	var deep []int                         // the consumers whose databases must be looked into
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
+	lacks := make([][]string, len(index))  // and those the provider does not make for it
 	for k, i := range index {
 		inside[k] = make([]string, 0, len(wants[i].extensions))
 		for _, x := range wants[i].extensions {
-			if _, refused := b.refusedExt.Load(wants[i].role + "/" + x); has(available, x) && b.allows(x) && !refused {
-				inside[k] = append(inside[k], x)
+			if why := b.lacking(wants[i].role, x, has(available, x)); why != "" {
+				lacks[k] = append(lacks[k], lack(x, why))
+				continue
 			}
+			inside[k] = append(inside[k], x)
 		}
 		if cs := define(wants[i], b.resource).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(delegated && ps[i].Login) {
 			out[i].changes = cs
@@ -99,6 +102,11 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		i := index[k]
 		out[i] = b.checkInside(ctx, each, &timedOut, ps[i], wants[i], seen[k], inside[k], available)
 	})
+	for k, i := range index {
+		if out[i].Err == nil {
+			out[i].Lacks = lacks[k]
+		}
+	}
 	return out
 }
 

@@ -39,9 +39,13 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
-		added, extErr := b.ensureExtensions(ctx, conn, w, p.Updates)
+		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, p.Updates)
+		if extErr == nil && len(lacks) > 0 {
+			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
+		}
 		var failed *ports.UpdateFailed
-		if extErr != nil && !errors.As(extErr, &failed) { // a failed update's script: the rest of the create stands
+		var incomplete *ports.Incomplete
+		if extErr != nil && !errors.As(extErr, &failed) && !errors.As(extErr, &incomplete) { // a failed update's script, or what it lacks: the rest of the create stands
 			if (made || added) && did == ports.ActNone {
 				did = ports.ActRepair
 			}

@@ -44,35 +44,65 @@ type extension struct {
 	version string
 }
 
-// extensionsToCreate answers which of w's extensions are to be created, and says, once per
-// consumer and extension until that changes, those that are not: not allowed here
-// (--allow-extensions), or not available on this server.
-func (b *Backend) extensionsToCreate(ctx context.Context, q querier, w wanted) ([]extension, error) {
+// The words of what a consumer lacks (ports.Holding.Lacks): an extension it names that the
+// provider does not make for it, and why.
+const (
+	lackNotAllowed   = "not allowed on this server (--allow-extensions)"
+	lackNotAvailable = "not available on this server"
+	lackRefused      = "refused by the server"
+)
+
+// lack is the words of the extension name lacked for why.
+func lack(name, why string) string { return "extension " + name + ": " + why }
+
+// lacking is why the provider does not make the extension name for role, "" where it does:
+// not allowed here, not available on this server (available says whether it is), or refused
+// by the server when it was last created.
+func (b *Backend) lacking(role, name string, available bool) string {
+	why, refused := b.refusedExt.Load(role + "/" + name)
+	switch {
+	case !b.allows(name):
+		return lackNotAllowed
+	case !available:
+		return lackNotAvailable
+	case refused:
+		return lackRefused + " (" + why.(string) + ")"
+	}
+	return ""
+}
+
+// extensionsToCreate answers which of w's extensions are to be created, and what w lacks (in
+// Holding.Lacks' words), and says, once per consumer and extension until that changes, those
+// that are not: not allowed here (--allow-extensions), or not available on this server.
+func (b *Backend) extensionsToCreate(ctx context.Context, q querier, w wanted) ([]extension, []string, error) {
 	if len(w.extensions) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(v.schema::text, ''), coalesce(e.default_version::text, '')
 FROM pg_catalog.pg_available_extensions e
 LEFT JOIN pg_catalog.pg_available_extension_versions v ON v.name = e.name AND v.version = e.default_version
 WHERE e.name = ANY($1)`, w.extensions)
 	if err != nil {
-		return nil, fmt.Errorf("list available extensions: %w", err)
+		return nil, nil, fmt.Errorf("list available extensions: %w", err)
 	}
 	var have []extension
 	var x extension
 	if _, err := pgx.ForEachRow(rows, []any{&x.name, &x.schema, &x.version}, func() error { have = append(have, x); return nil }); err != nil {
-		return nil, fmt.Errorf("list available extensions: %w", err)
+		return nil, nil, fmt.Errorf("list available extensions: %w", err)
 	}
 	var out []extension
+	var lacks []string
 	for _, name := range w.extensions {
 		key := w.role + "/" + name
 		i := slices.IndexFunc(have, func(e extension) bool { return e.name == name })
 		switch {
 		case !b.allows(name):
+			lacks = append(lacks, lack(name, lackNotAllowed))
 			if b.said.first(key, "refused") {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 			}
 		case i < 0:
+			lacks = append(lacks, lack(name, lackNotAvailable))
 			if b.said.first(key, "unavailable") {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is not available on this server; skipped", w.role, name)
 			}
@@ -81,7 +111,7 @@ WHERE e.name = ANY($1)`, w.extensions)
 			out = append(out, have[i])
 		}
 	}
-	return out, nil
+	return out, lacks, nil
 }
 
 // ensureExtensions creates, in the consumer's database and as the provider, each extension it
@@ -89,30 +119,38 @@ WHERE e.name = ANY($1)`, w.extensions)
 // control file fixes, where that is not one the consumer can write), and gives the consumer's
 // role that schema on its search path there. An extension already installed stays where it
 // is; one the consumer can tamper with because it is in public is said once. It answers
-// whether it created or updated an extension or set the search path. One installed at another
-// version than wanted is updated only where its key is among updates (the loop stages them),
-// and where the update fails, the error is a *ports.UpdateFailed, after the rest was done.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string) (changed bool, err error) {
-	want, err := b.extensionsToCreate(ctx, conn, w)
+// whether it created or updated an extension or set the search path, and what the consumer
+// lacks (Holding.Lacks). One installed at another version than wanted is updated only where its
+// key is among updates (the loop stages them), and where the update fails, the error is a
+// *ports.UpdateFailed, after the rest was done.
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string) (changed bool, lacks []string, err error) {
+	want, lacks, err := b.extensionsToCreate(ctx, conn, w)
 	if err != nil || len(want) == 0 {
-		return false, err
+		return false, lacks, err
 	}
+	changed, refused, err := b.makeExtensions(ctx, conn, w, want, updates)
+	return changed, append(lacks, refused...), err
+}
+
+// makeExtensions is ensureExtensions of the extensions want the server may have, answering
+// those the server refused to create (Holding.Lacks' words).
+func (b *Backend) makeExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, want []extension, updates []string) (changed bool, lacks []string, err error) {
 	db, err := b.connectTo(ctx, w.database, false)
 	if err != nil {
-		return changed, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	if err := b.ensureSchema(ctx, db.Conn, w.role); err != nil {
-		return changed, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
 	if err != nil {
-		return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
 	installed := map[string]string{}
 	var name, schema string
 	if _, err := pgx.ForEachRow(rows, []any{&name, &schema}, func() error { installed[name] = schema; return nil }); err != nil {
-		return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 	}
 	var update []string
 	defaults := map[string]string{}
@@ -128,7 +166,10 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		}
 		made, err := b.createExtension(ctx, db.Conn, w, x)
 		if err != nil {
-			return changed, err
+			return changed, lacks, err
+		}
+		if why := b.lacking(w.role, x.name, true); why != "" {
+			lacks = append(lacks, lack(x.name, why))
 		}
 		changed = changed || made
 	}
@@ -136,20 +177,20 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	if len(update) > 0 && len(updates) > 0 {
 		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults)
 		if err != nil {
-			return changed, fmt.Errorf("list extensions in %s: %w", w.database, err)
+			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}
 		updated, err := b.updateExtensions(ctx, db.Conn, w.role, seen, updates)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
-			return changed, fmt.Errorf("update extensions in %s: %w", w.database, err)
+			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
 		}
 		failed = err
 	}
 	set, err := ensureSearchPath(ctx, conn, w)
 	if err != nil {
-		return changed || set, err
+		return changed || set, lacks, err
 	}
-	return changed || set, failed
+	return changed || set, lacks, failed
 }
 
 // createExtension creates x in the consumer's database db, as the provider, in the provider's
@@ -192,7 +233,7 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 			if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
 			}
-			b.refusedExt.Store(w.role+"/"+x.name, true)
+			b.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
 			return false, nil
 		}
 		return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)

@@ -80,7 +80,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 			out[i] = ports.Foresight{Act: ports.ActRepair, Why: words(a.changes)}
 		}
 		if a.Err == nil {
-			out[i].Updates, out[i].Kept = a.Updates, a.Kept
+			out[i].Updates, out[i].Kept, out[i].Lacks = a.Updates, a.Kept, a.Lacks
 		}
 	}
 	b.refuseClashes(ps, out)

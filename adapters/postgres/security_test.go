@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -257,13 +258,18 @@ func TestAllowExtensionsRefusesWhatItDoesNotName(t *testing.T) {
 	e := newEnv(t)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, AllowExtensions: []string{"pg_trgm", "vector"}})
 	p := provision(name("allow"), "dblink", "pg_trgm")
-	is.NoErr(errOf(b.Create(ctx, p)))
-	is.NoErr(errOf(b.Create(ctx, p)))
+	lacks := []string{"extension dblink: not allowed on this server (--allow-extensions)"}
+	for range 2 {
+		var incomplete *ports.Incomplete
+		is.True(errors.As(errOf(b.Create(ctx, p)), &incomplete)) // made without it
+		is.Equal(incomplete.Lacks, lacks)
+	}
 	is.Equal(e.extensions(p.As), []string{"pg_trgm", "plpgsql"})                                                              // dblink refused, pg_trgm created
 	is.Equal(e.log.said(), []string{p.As + ": extension dblink is not allowed on this server (--allow-extensions); skipped"}) // said once
 	h, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
-	is.True(h.Held) // a refused extension is not required
+	is.True(h.Held)          // a refused extension is not required
+	is.Equal(h.Lacks, lacks) // but it is lacked
 }
 
 func TestTheConnectionLimitIsSetCheckedAndRepaired(t *testing.T) {

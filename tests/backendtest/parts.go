@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,11 +164,18 @@ func (c contract) extensions(t *testing.T) {
 
 	const unknown = "novox_no_such_extension"
 	q := withExtensions(c.fresh(), unknown, x)
-	if did, err := c.b.Create(context.Background(), q); err != nil || did != ports.ActCreate {
-		t.Fatalf("create asking for %s, which the server has not, and %s: %q, %v; want it made without the one", unknown, x, did, err)
+	did, err := c.b.Create(context.Background(), q)
+	var incomplete *ports.Incomplete
+	if !errors.As(err, &incomplete) || did != ports.ActCreate || !lacksOnly(incomplete.Lacks, unknown) {
+		t.Fatalf("create asking for %s, which the server has not, and %s: %q, %v; want it made without the one, "+
+			"and an *Incomplete naming it", unknown, x, did, err)
 	}
-	if !c.holds(t, q) {
-		t.Fatalf("%s not held without the extension the server has not", q.As)
+	h := c.b.HoldsAll(context.Background(), []ports.Provision{q}, time.Minute)[0]
+	if h.Err != nil || !h.Held || !lacksOnly(h.Lacks, unknown) {
+		t.Fatalf("%s without the extension the server has not: held %v, lacks %q, %v; want held, lacking it", q.As, h.Held, h.Lacks, h.Err)
+	}
+	if f := c.b.Foresee(context.Background(), []ports.Provision{q}, time.Minute)[0]; f.Err != nil || f.Act != ports.ActNone || !lacksOnly(f.Lacks, unknown) {
+		t.Fatalf("foresee of %s: %q, lacks %q, %v; want nothing to do, lacking %s", q.As, f.Act, f.Lacks, f.Err, unknown)
 	}
 	if c.w.Installed != nil {
 		if got := installed(q.As); !slices.Contains(got, x) || slices.Contains(got, unknown) {
@@ -278,4 +286,9 @@ func (c contract) timeout(t *testing.T) {
 			t.Fatalf("%s not held once its check no longer hangs", p.As)
 		}
 	}
+}
+
+// lacksOnly is whether lacks names the one extension name, and nothing else.
+func lacksOnly(lacks []string, name string) bool {
+	return len(lacks) == 1 && strings.Contains(lacks[0], name)
 }
