@@ -141,8 +141,8 @@ type Harness struct {
 	stages    stager // the staged changes' rollouts
 	logins    logins // the login check's budget
 
-	progress atomic.Int64 // unix nanoseconds of the loop's last step, by its clock
-	doing    progress     // where the pass under way stands (progress.go)
+	progress atomic.Pointer[time.Time] // the loop's last step, by its clock, with its monotonic reading
+	doing    progress                  // where the pass under way stands (progress.go)
 	copyBuf  [64 << 10]byte
 }
 
@@ -257,7 +257,18 @@ func (h *Harness) pass(ctx context.Context) Report {
 }
 
 // LastProgress is when the loop last got on: a pass started or ended, or a call to the backend
-// returned. A loop that makes no progress for long is stuck.
-func (h *Harness) LastProgress() time.Time { return time.Unix(0, h.progress.Load()) }
+// returned. A loop that makes no progress for long is stuck. The time is the clock's as it
+// gave it: from a real clock it keeps its monotonic reading, so that how long ago it was
+// (time.Since, or Sub of a time.Now) is measured on the monotonic clock, and a wall clock
+// stepped either way neither makes a loop that gets on look stuck nor hides one that is.
+func (h *Harness) LastProgress() time.Time {
+	if t := h.progress.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
 
-func (h *Harness) step() { h.progress.Store(h.clock.Now().UnixNano()) }
+func (h *Harness) step() {
+	now := h.clock.Now()
+	h.progress.Store(&now)
+}
