@@ -139,9 +139,11 @@ func (s *store) markApplied(c *consumer, hash, shape [sha256.Size]byte, made boo
 }
 
 // markUnapplied marks c no longer applied by this process: what it applied was lost and may not
-// be made again. Its record, where the backend still has one, is what it manages.
+// be made again. Its record, where the backend still has one, is what it manages. Its brake
+// keeps the count of re-applies in a row, as for any failed re-apply: the next check that finds
+// it lost (a confirm) goes on counting.
 func (s *store) markUnapplied(c *consumer) {
-	c.applied, c.lost = false, brake{}
+	c.applied = false
 	s.changes++
 }
 

@@ -570,3 +570,32 @@ func TestLevels(t *testing.T) {
 	w.pass(0)
 	is.Equal(w.log.entries[2].Consumer, "letta") // a consumer's line names it
 }
+
+// A re-apply that is refused keeps the count of re-applies in a row, as the spec's loop keeps
+// it across failed re-applies: the next check that finds the consumer lost goes on counting
+// (it started again from 1, and said no wait).
+func TestARefusedReapplyKeepsTheLostCount(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	w.backend.broken = true
+	w.pass(time.Minute) // re-apply 1 succeeds: the next check in a minute
+	w.log.take()
+	w.backend.createErr = map[string]error{"letta": fmt.Errorf("create role letta: renamed away: %w", ports.ErrRefused)}
+	w.pass(time.Minute) // re-apply 2 is refused
+	said := w.log.take()
+	is.Equal(said[0], "letta: still not held after being applied again (2 times in a row) — create does not "+
+		"produce what holds checks; applying again")
+	w.backend.createErr = nil
+	var last []string
+	for range 10 { // the refusal's back-off, then a check (a confirm) that finds it still lost
+		w.pass(time.Minute)
+		if l := w.log.take(); len(l) > 0 {
+			last = l
+			break
+		}
+	}
+	is.True(len(last) > 0)
+	is.Equal(last[0], "letta: still not held after being applied again (2 times in a row) — create does not "+
+		"produce what holds checks; applying again") // counted on, not from 1
+	is.Equal(last[len(last)-1], "letta: next check in 2m0s") // and its wait doubled as the count says
+}

@@ -69,9 +69,10 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	if !it.called {
 		return // not held, and not applied again: the pass was stopped first
 	}
-	if it.act == confirm {
+	if it.act == confirm && it.brake.times == 0 {
 		// Made before this process started (or by another replica), and not as asked now: a
-		// create like any other.
+		// create like any other. One whose re-apply was refused (markUnapplied) is still lost:
+		// counted on below, as the spec's loop counts across failed re-applies.
 		h.settleCreate(it, 0, r)
 		return
 	}
@@ -109,6 +110,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 			// than being checked, found lost and applied again at every verify pass.
 			if reapplying > 0 {
 				h.consumers.markUnapplied(c)
+				c.lost = brake{times: reapplying - 1} // the count of re-applies in a row goes on
 			}
 			h.backOff(it)
 		default:
