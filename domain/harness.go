@@ -114,6 +114,9 @@ type Harness struct {
 	resume int
 	// shared is, per cause many consumers met in one pass, the line said for all of them.
 	shared map[string]*repeat
+	// sharedTold is, per cause of shared, the consumers its line has counted: one newly meeting
+	// it is counted into it at once, not at the line's next repeat.
+	sharedTold map[string]map[string]bool
 	// folders are the folders of secrets that cannot be entered that several consumers met on
 	// the last pass, by folder.
 	folders map[string]*folderCause
@@ -202,7 +205,7 @@ func (h *Harness) forgetAll() {
 	h.consumers.dirty = true
 	h.verifiedAt, h.recordRead = time.Time{}, false
 	h.peak, h.peakRead = peaks{}, false // rebuilt from the record: another replica may have withdrawn meanwhile
-	h.resume, h.shared = 0, map[string]*repeat{}
+	h.resume, h.shared, h.sharedTold = 0, map[string]*repeat{}, map[string]map[string]bool{}
 	h.listedFor = [sha256.Size]byte{}
 	h.watched = nil
 }

@@ -130,6 +130,7 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 		for text := range h.shared {
 			if !met[text] {
 				delete(h.shared, text)
+				delete(h.sharedTold, text)
 			}
 		}
 	}
@@ -137,7 +138,8 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 }
 
 // sayShared says, the first time in a pass, that the consumers of s could not be checked:
-// when the cause is new, and while it lasts, every loudlyEvery-th pass.
+// when the cause is new, and while it lasts, every loudlyEvery-th pass; and at once when a
+// consumer its line has not counted yet meets it, naming those first.
 func (h *Harness) sayShared(s *sharedCause) {
 	if s.said {
 		return
@@ -148,11 +150,26 @@ func (h *Harness) sayShared(s *sharedCause) {
 		rep = &repeat{}
 		h.shared[s.text] = rep
 	}
-	if !rep.tally(s.text) {
+	told := h.sharedTold[s.text]
+	if told == nil {
+		told = map[string]bool{}
+		h.sharedTold[s.text] = told
+	}
+	var fresh, known []string
+	for _, as := range s.logins {
+		if told[as] {
+			known = append(known, as)
+		} else {
+			fresh = append(fresh, as)
+		}
+		told[as] = true
+	}
+	if !rep.tally(s.text) && (len(fresh) == 0 || len(known) == 0 && len(fresh) == len(told)) {
 		return
 	}
-	who := strings.Join(s.logins[:min(3, len(s.logins))], ", ")
-	if len(s.logins) > 3 {
+	logins := append(fresh, known...)
+	who := strings.Join(logins[:min(3, len(logins))], ", ")
+	if len(logins) > 3 {
 		who += ", ..."
 	}
 	h.say(slog.LevelWarn, "", "could not check the backend for %d consumers (%s)%s: %s", len(s.logins), who,
