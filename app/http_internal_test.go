@@ -86,7 +86,8 @@ func TestReadyNeedsTheFileReadAndTheServerUsable(t *testing.T) {
 		{"file read, server answers", domain.Report{FileRead: true}, fakeServer{}, 200, "ready\n", true, "1"},
 		{"the server could not be used", domain.Report{FileRead: true, ServerProblem: "connect: connection refused"}, fakeServer{},
 			503, "not ready: connect: connection refused\n", false, "0"},
-		{"the file unusable", domain.Report{}, fakeServer{}, 503, "not ready: the contributions file could not be read or used\n", true, "1"},
+		{"the file unusable", domain.Report{FileProblem: "contributions file is not JSON (/c.json): unexpected end of JSON input"}, fakeServer{}, 503,
+			"not ready: the contributions file could not be read or used: contributions file is not JSON (/c.json): unexpected end of JSON input\n", true, "1"},
 		{"a standby that did not read the file", domain.Report{Standby: true}, fakeServer{}, 200, "ready\n", true, "1"},
 		{"the ping after the pass fails", domain.Report{FileRead: true}, fakeServer{pingErr: errors.New("server closed the connection")},
 			503, "not ready: server closed the connection\n", true, "0"},
@@ -179,4 +180,26 @@ func TestHealthzSaysWhenTheLoopIsStuck(t *testing.T) {
 	code, body = get(d, "/healthz")
 	is.Equal(code, 503)                                                                       // an hour without a step
 	is.True(strings.HasPrefix(body, "stuck: the loop has not got on for 1h0m0s (more than ")) // and for how long
+}
+
+// A file that turns bad leaves the last listing read in /status, with why the file is bad, and
+// provisioner status prints both: the table does not empty while what was applied stands.
+func TestStatusKeepsTheLastListingWhileTheFileIsBad(t *testing.T) {
+	is := is.New(t)
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	d := newTestDaemon(&fakeServer{}, &fakeLease{leader: true})
+	why := "contributions file is not JSON (/c.json): unexpected end of JSON input"
+	d.observe(context.Background(), domain.Report{FileProblem: why,
+		Status: []domain.Status{{As: "letta", State: domain.StateApplied, Since: at}}})
+	_, body := get(d, "/status")
+	var doc statusDoc
+	is.NoErr(json.Unmarshal([]byte(body), &doc))
+	is.Equal(doc.FileProblem, why)
+	is.Equal(len(doc.Consumers), 1) // the last listing read
+	is.Equal(doc.Consumers[0].As, "letta")
+	is.True(!doc.Ready && strings.HasSuffix(doc.NotReady, why)) // and readiness says why
+	var out strings.Builder
+	writeStatus(&out, doc, at)
+	is.True(strings.Contains(out.String(), "file: "+why+"; the consumers below are those of the last listing read\n"))
+	is.True(strings.Contains(out.String(), "letta "))
 }

@@ -25,7 +25,7 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	case r.ServerProblem != "":
 		d.setWhy(r.ServerProblem)
 	case !r.FileRead && !r.Standby:
-		d.setWhy("the contributions file could not be read or used")
+		d.setWhy("the contributions file could not be read or used: " + r.FileProblem)
 	case pingErr != nil:
 		d.setWhy(pingErr.Error())
 	case d.server.Blocked() != "": // as the ping found it

@@ -20,6 +20,9 @@ type statusDoc struct {
 	// LastPass is the last pass, nil before the first.
 	LastPass      *passDoc `json:"last_pass,omitempty"`
 	ServerProblem string   `json:"server_problem,omitempty"`
+	// FileProblem is why the contributions file could not be used by the last pass; the
+	// consumers are then those of the last listing read.
+	FileProblem string `json:"file_problem,omitempty"`
 	// Pass is where the pass under way stands, once it has run for a few seconds (progress.go).
 	Pass *progressDoc `json:"pass,omitempty"`
 	// Consumers is every consumer the file lists, in its order.
@@ -58,7 +61,7 @@ func (d *daemon) status() statusDoc {
 	if r := d.last.Load(); r != nil {
 		doc.LastPass = &passDoc{TookSeconds: r.Took.Seconds(), FileRead: r.FileRead, BadEntries: r.BadEntries,
 			WithdrawalsHeld: r.WithdrawalsHeld, MassWithdrawal: r.MassWithdrawal}
-		doc.ServerProblem = r.ServerProblem
+		doc.ServerProblem, doc.FileProblem = r.ServerProblem, r.FileProblem
 		if r.Standby {
 			doc.Role = "standby"
 		}

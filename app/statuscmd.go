@@ -102,6 +102,9 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	if doc.ServerProblem != "" {
 		fmt.Fprintf(w, "server: %s\n", e(doc.ServerProblem))
 	}
+	if doc.FileProblem != "" {
+		fmt.Fprintf(w, "file: %s; the consumers below are those of the last listing read\n", e(doc.FileProblem))
+	}
 	if p := doc.Pass; p != nil {
 		fmt.Fprintf(w, "pass under way for %s: %s\n", time.Duration(p.RunningSeconds*float64(time.Second)), e(p.Text))
 	}

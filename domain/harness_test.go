@@ -48,9 +48,11 @@ func TestUnusableFileIsSaidOnceAndChangesNothing(t *testing.T) {
 			}
 			for range 3 {
 				r := w.pass(time.Minute)
-				is.True(!r.FileRead)          // the pass read nothing
-				is.True(!r.Converged())       // nothing read is not converged
-				is.Equal(len(r.Consumers), 0) // no consumer reported
+				is.True(!r.FileRead)                                                                                     // the pass read nothing
+				is.True(!r.Converged())                                                                                  // nothing read is not converged
+				is.Equal(r.FileProblem, strings.TrimSuffix(c.says, "; nothing applied or removed until it can be read")) // and says why
+				is.Equal(r.Consumers, map[string]domain.State{"letta": domain.StateApplied})                             // the last listing read stands
+				is.Equal(len(r.Status), 1)
 			}
 			is.Equal(w.log.take(), []string{c.says})  // said once over three passes
 			is.Equal(len(w.backend.removes), 0)       // nothing withdrawn

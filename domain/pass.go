@@ -45,7 +45,9 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	r.Watched = []string{h.cfg.Receives}
 	given, ok := h.readContributions()
 	if !ok {
-		h.askLease(ctx, &r) // a file that says nothing is no reason not to say the backend's problem
+		r.FileProblem = h.file.warning
+		r.Consumers, r.Status = h.viewStates, h.viewStatus // the last listing read stands, as it was
+		h.askLease(ctx, &r)                                // a file that says nothing is no reason not to say the backend's problem
 		return r
 	}
 	r.FileRead, r.BadEntries = true, h.file.bad

@@ -96,8 +96,11 @@ type Leaving struct {
 
 // Report is what one pass did.
 type Report struct {
-	// FileRead is whether the contributions file was read and usable.
-	FileRead bool
+	// FileRead is whether the contributions file was read and usable; FileProblem why not,
+	// as its line says it. While it is not, Consumers and Status are the last listing read, as
+	// the last pass that read it left them: what is applied does not go away with the file.
+	FileRead    bool
+	FileProblem string
 	// BadEntries counts entries of the file that could not be decoded. While there are any,
 	// the file is not a complete list, and nothing is withdrawn.
 	BadEntries int
