@@ -46,6 +46,8 @@ type consumer struct {
 	loginDue time.Time
 	// lacks is what its last create or check said it lacks (ports.Holding.Lacks).
 	lacks []string
+	// waitSaid is the file's change its withdrawal's wait was said for (sayWaiting).
+	waitSaid time.Time
 	// removing is its withdrawal or drop under way: said once, and its failures.
 	removing *repeat
 

@@ -418,6 +418,14 @@ func TestWithdrawsWhatIsNoLongerListedInOrder(t *testing.T) {
 	w.log.take()
 	w.pass(5 * time.Second) // the file has not settled yet
 	is.Equal(len(w.backend.removes), 0)
+	due := w.clk.Now().Add(settle).UTC().Format(time.RFC3339) // the change was seen by this pass
+	is.Equal(w.log.take(), []string{
+		"alpha: no longer in " + receives + "; withdrawn at " + due + ", once the file has stayed unchanged for 10s, unless it is listed again",
+		"charlie: no longer in " + receives + "; withdrawn at " + due + ", once the file has stayed unchanged for 10s, unless it is listed again",
+		"delta: no longer in " + receives + "; withdrawn at " + due + ", once the file has stayed unchanged for 10s, unless it is listed again",
+	}) // when each falls due, said while it waits
+	w.pass(time.Second)
+	is.Equal(len(w.log.take()), 0) // once
 	r := w.pass(settle)
 	is.Equal(w.backend.removes, []string{"alpha", "charlie", "delta"}) // sorted
 	is.Equal(r.Withdrawn, 3)
@@ -438,7 +446,7 @@ func TestFailedRemoveIsRetried(t *testing.T) {
 	w.pass(0) // the change seen
 	r := w.pass(settle)
 	is.Equal(r.Failures, 1)
-	is.Equal(w.log.take()[1], "letta: remove failed, will retry: server down") // said
+	is.Equal(w.log.take()[2], "letta: remove failed, will retry: server down") // said, after its wait and its withdrawal
 	w.backend.removeErr = nil
 	w.pass(5 * time.Second)
 	w.pass(5 * time.Second)
@@ -600,4 +608,21 @@ func TestARefusedReapplyKeepsTheLostCount(t *testing.T) {
 	is.Equal(last[0], "letta: still not held after being applied again (2 times in a row) — create does not "+
 		"produce what holds checks; applying again") // counted on, not from 1
 	is.Equal(last[len(last)-1], "letta: next check in 2m0s") // and its wait doubled as the count says
+}
+
+// With the drop policy, the line said while a withdrawal waits says when the data goes too.
+func TestAWaitingWithdrawalSaysWhenItsDataIsDropped(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.configure(domain.Config{OnWithdraw: domain.Drop, DropAfter: 24 * time.Hour})
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.pass(0)
+	w.contributions()
+	w.log.take()
+	w.pass(time.Second)
+	due := w.clk.Now().Add(settle)
+	is.Equal(w.log.take(), []string{"letta: no longer in " + receives + "; withdrawn at " + due.UTC().Format(time.RFC3339) +
+		" and dropped with its data at " + due.Add(24*time.Hour).UTC().Format(time.RFC3339) +
+		", once the file has stayed unchanged for 10s, unless it is listed again"})
 }

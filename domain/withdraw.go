@@ -92,6 +92,9 @@ func (h *Harness) withdraw(ctx context.Context, leaving []*item, r *Report) {
 				h.cfg.Receives, countActive(leaving), h.consumers.count(), h.earlier(leaving), need)
 		}
 		h.mass = mass
+		if !mass && !h.cfg.Once { // a mass withdrawal's line, and a single pass's, say it for all
+			h.sayWaiting(leaving, need)
+		}
 		if h.cfg.Once {
 			h.say(slog.LevelInfo, "", "%d consumer(s) no longer in %s not withdrawn yet: it changed %s ago, and withdrawals "+
 				"wait until it has stayed unchanged for %s", len(leaving), h.cfg.Receives, settled.Round(time.Second), need)
@@ -190,3 +193,23 @@ func minTime(a, b time.Time) time.Time {
 
 // reset forgets every sample but n at now.
 func (p *peaks) reset(now time.Time, n int) { p.samples = []sample{{at: now, n: n}} }
+
+// sayWaiting says, once for each consumer whose withdrawal waits for the file to settle and
+// again only should the file change, when it falls due: a withdrawal, and a drop, is never
+// the first the operator hears of it.
+func (h *Harness) sayWaiting(leaving []*item, need time.Duration) {
+	due := h.withdrawalDue(false)
+	for _, it := range leaving {
+		c := it.c
+		if !it.active || c.waitSaid.Equal(h.file.changedAt) {
+			continue
+		}
+		c.waitSaid = h.file.changedAt
+		then := "withdrawn at " + due.UTC().Format(time.RFC3339)
+		if h.cfg.OnWithdraw == Drop {
+			then += " and dropped with its data at " + due.Add(h.cfg.DropAfter).UTC().Format(time.RFC3339)
+		}
+		h.say(slog.LevelInfo, c.as, "%s: no longer in %s; %s, once the file has stayed unchanged for %s, unless it is listed again",
+			c.as, h.cfg.Receives, then, need)
+	}
+}

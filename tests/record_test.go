@@ -102,7 +102,7 @@ func TestNothingIsWithdrawnUntilTheRecordCanBeRead(t *testing.T) {
 	defer srv.Stop()
 	eventually(t, "leaves withdrawn once the record is read", func() bool { _, login := roleLeft(t, url, leaves.as); return !login })
 	is.True(stays.logsIn(t, url))
-	is.Equal(p.count(leaves.as+": no longer in "), 1)
+	is.Equal(p.count(leaves.as+": no longer in "+m.file+"; withdrawing"), 1)
 }
 
 func TestTwoResourcesOnOneServerEachWithdrawOnlyTheirOwn(t *testing.T) {
