@@ -282,7 +282,7 @@ func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 		w.pass(time.Minute)
 		is.Equal(len(w.backend.holdsCalls), calls+1) // asked when the wait is over
 		is.Equal(w.log.take(), []string{
-			fmt.Sprintf("letta: still not held after being applied again (%d times in a row) — create does not produce what holds checks; applying again", n),
+			fmt.Sprintf("letta: what create makes changed back after being applied (%d times in a row); applying again", n),
 			"letta: what drifted: what create makes",
 			fmt.Sprintf("letta: next check in %s", waits[n-1]),
 		}) // said, with the doubled wait
@@ -397,7 +397,7 @@ func TestFailingReapplyKeepsTheBrakeCount(t *testing.T) {
 	delete(w.backend.createErr, "letta")
 	w.pass(time.Minute) // next check: still not held
 	lines := w.log.take()
-	is.Equal(lines[0], "letta: still not held after being applied again (2 times in a row) — create does not produce what holds checks; applying again") // the count survived the failure
+	is.Equal(lines[0], "letta: what create makes changed back after being applied (2 times in a row); applying again") // the count survived the failure
 	is.Equal(lines[len(lines)-1], "letta: next check in 2m0s")
 }
 
@@ -593,8 +593,7 @@ func TestARefusedReapplyKeepsTheLostCount(t *testing.T) {
 	w.backend.createErr = map[string]error{"letta": fmt.Errorf("create role letta: renamed away: %w", ports.ErrRefused)}
 	w.pass(time.Minute) // re-apply 2 is refused
 	said := w.log.take()
-	is.Equal(said[0], "letta: still not held after being applied again (2 times in a row) — create does not "+
-		"produce what holds checks; applying again")
+	is.Equal(said[0], "letta: what create makes changed back after being applied (2 times in a row); applying again")
 	w.backend.createErr = nil
 	var last []string
 	for range 10 { // the refusal's back-off, then a check (a confirm) that finds it still lost
@@ -605,9 +604,8 @@ func TestARefusedReapplyKeepsTheLostCount(t *testing.T) {
 		}
 	}
 	is.True(len(last) > 0)
-	is.Equal(last[0], "letta: still not held after being applied again (2 times in a row) — create does not "+
-		"produce what holds checks; applying again") // counted on, not from 1
-	is.Equal(last[len(last)-1], "letta: next check in 2m0s") // and its wait doubled as the count says
+	is.Equal(last[0], "letta: what create makes changed back after being applied (2 times in a row); applying again") // counted on, not from 1
+	is.Equal(last[len(last)-1], "letta: next check in 2m0s")                                                          // and its wait doubled as the count says
 }
 
 // With the drop policy, the line said while a withdrawal waits says when the data goes too.

@@ -80,8 +80,11 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	if reapplying == 1 {
 		h.say(slog.LevelWarn, c.as, "%s: the backend no longer holds it; applying again", c.as)
 	} else {
-		h.say(slog.LevelWarn, c.as, "%s: still not held after being applied again (%d times in a row) — create does not "+
-			"produce what holds checks; applying again", c.as, reapplying)
+		what := "what was applied"
+		if len(it.checked.Drift) > 0 {
+			what = strings.Join(it.checked.Drift, ", ")
+		}
+		h.say(slog.LevelWarn, c.as, "%s: %s changed back after being applied (%d times in a row); applying again", c.as, what, reapplying)
 	}
 	if len(it.checked.Drift) > 0 {
 		h.say(slog.LevelWarn, c.as, "%s: what drifted: %s", c.as, strings.Join(it.checked.Drift, ", "))
