@@ -146,6 +146,15 @@ func (b *Backend) checkInside(ctx context.Context, each time.Duration, timedOut 
 	}
 	dctx, cancel := context.WithTimeout(ctx, each)
 	defer cancel()
+	slot := release
+	release = func() {
+		// A check that timed out says so before its slot is free: the check that waits for the
+		// slot must find it so, and not start (it did, under load, where a connect timed out).
+		if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			timedOut.Store(true)
+		}
+		slot()
+	}
 	if b.delegated() && p.Login {
 		ok, err := b.logsIn(dctx, w, p.Password)
 		if err != nil || !ok || len(names) == 0 {
