@@ -128,13 +128,6 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	if err != nil || len(want) == 0 {
 		return false, lacks, err
 	}
-	changed, refused, err := b.makeExtensions(ctx, conn, w, want, updates)
-	return changed, append(lacks, refused...), err
-}
-
-// makeExtensions is ensureExtensions of the extensions want the server may have, answering
-// those the server refused to create (Holding.Lacks' words).
-func (b *Backend) makeExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, want []extension, updates []string) (changed bool, lacks []string, err error) {
 	db, err := b.connectTo(ctx, w.database, false)
 	if err != nil {
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
