@@ -131,15 +131,17 @@ func (h *Harness) stage(checks []*item) {
 		st := h.statusOf(it.c)
 		var words []string
 		for _, u := range it.checked.Updates {
-			words = append(words, u.Word)
 			switch {
 			case u.Refused != "":
+				words = append(words, u.Word+" ("+u.Step+" refused: "+u.Refused+")") // /status says why it stays
 				h.sayUpdateOnce(as, u.Key, slog.LevelWarn, as+": "+u.Step+" refused: "+u.Refused)
 				continue
 			case h.cfg.Updates == Off:
+				words = append(words, u.Word)
 				h.sayUpdateOnce(as, u.Key, slog.LevelInfo, as+": "+u.Word+"; not updated (extension updates are off)")
 				continue
 			}
+			words = append(words, u.Word)
 			delete(s.said, as+"\x00"+u.Key)
 			r := s.rollouts[u.Key]
 			if r == nil {

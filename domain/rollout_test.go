@@ -196,6 +196,9 @@ func TestRefusedUpdateIsSaidOnceAndNeverTried(t *testing.T) {
 	}
 	is.Equal(len(w.backend.updates()), 0) // never tried
 	is.Equal(w.log.take(), []string{"c00: update vector 0.8.0 -> 0.7.0 refused: 0.7.0 is older than the installed 0.8.0: an extension is never downgraded"})
+	r := w.pass(time.Minute)
+	is.Equal(r.Status[0].Updates, []string{"extension vector 0.8.0, wanted 0.8.6 (update vector 0.8.0 -> 0.7.0 refused: " +
+		"0.7.0 is older than the installed 0.8.0: an extension is never downgraded)"}) // /status says why it stays
 }
 
 // levelOf is the level message was said at.
