@@ -13,10 +13,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -134,7 +136,11 @@ make run: Ctrl-C stops the provisioner and the server.
 			fmt.Fprintf(os.Stderr, "make run: the provisioner did not stop within %s; killed\n", stopGrace)
 		}
 	}()
-	go announce(ctx, srv.Port, hex.EncodeToString(password))
+	sheet, err := cheatSheet(root, srv.URL, srv.Port, listen, contributions, secret)
+	if err != nil {
+		return fail(err)
+	}
+	go announce(ctx, srv.Port, hex.EncodeToString(password), sheet)
 	select {
 	case <-ctx.Done():
 		return 0
@@ -149,7 +155,7 @@ make run: Ctrl-C stops the provisioner and the server.
 // announce says, once it is so, that letta is provisioned: it logs in with the minted password,
 // and every extension it asks for that the server has is in its database. It says so as letta
 // sees it, and keeps asking until then.
-func announce(ctx context.Context, port int, password string) {
+func announce(ctx context.Context, port int, password, sheet string) {
 	url := fmt.Sprintf("postgres://letta:%s@127.0.0.1:%d/letta?sslmode=disable", password, port)
 	late := time.After(time.Minute)
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -160,6 +166,7 @@ func announce(ctx context.Context, port int, password string) {
 			if lacks != "" {
 				fmt.Printf("make run: this server has no %s; the provisioner skips it\n", lacks)
 			}
+			fmt.Print(sheet)
 			return
 		}
 		select {
@@ -197,4 +204,46 @@ func provisioned(ctx context.Context, url string) (has, lacks string, ok bool) {
 func fail(err error) int {
 	fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 	return 1
+}
+
+// cheatSheet is what make run prints once letta is provisioned: each command works as pasted
+// in the project's folder while make run runs, and none prints a password. plan connects as
+// the server's superuser with a password file (.run/pgpass, mode 0600) rather than a URL that
+// holds the password.
+func cheatSheet(root, superURL string, port int, listen, contributions, secret string) (string, error) {
+	u, err := url.Parse(superURL)
+	if err != nil {
+		return "", fmt.Errorf("the server's URL: %w", err)
+	}
+	password, _ := u.User.Password()
+	passfile := filepath.Join(root, "pgpass")
+	line := fmt.Sprintf("127.0.0.1:%d:*:%s:%s\n", port, pgpassEscape(u.User.Username()), pgpassEscape(password))
+	if err := os.WriteFile(passfile, []byte(line), 0o600); err != nil {
+		return "", err
+	}
+	u.User = url.User(u.User.Username())
+	rel := func(path string) string {
+		if r, err := filepath.Rel(filepath.Dir(root), path); err == nil {
+			return r
+		}
+		return path
+	}
+	return fmt.Sprintf(`make run: try it, from this folder, while make run runs (no line prints a password):
+  PGPASSWORD="$(cat %[1]s)" psql -h 127.0.0.1 -p %[2]d -U letta letta
+  curl -s http://%[3]s/status
+  bin/provisioner status --listen %[3]s
+  PGPASSFILE=%[4]s bin/provisioner plan --receives %[5]s --database-url '%[6]s'
+make run: to add a consumer, write its password to .run/secrets/NAME.postgres (mode 0600) and add
+  {"as": "NAME", "secret": "%[7]s", "values": {"name": "NAME", "extensions": ["pg_trgm"]}}
+  to the "given" list of %[5]s: it is made within a second of the file's change.
+  To remove one, take its entry out: its login is withdrawn once the file has stayed unchanged
+  for 10s, its data kept.
+`, rel(secret), port, listen, rel(passfile), rel(contributions), u.String(),
+		filepath.Join(filepath.Dir(secret), "NAME.postgres")), nil
+}
+
+// pgpassEscape escapes a field of a password file: a colon or a backslash is preceded by a
+// backslash.
+func pgpassEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace(s)
 }
