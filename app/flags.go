@@ -182,7 +182,7 @@ Flags (each also read from its variable, shown in brackets; a flag beats its var
 
 // flagOrder is the order --help lists the flags in: what to read and where, then how often,
 // then what to do, then how to be watched. A flag left out is listed after them.
-var flagOrder = []string{"receives", "resource", "database-url", "every", "verify-every", "login-check-every", "login-rate", "holds-timeout",
+var flagOrder = []string{"receives", "resource", "database-url", "provider-database", "every", "verify-every", "login-check-every", "login-rate", "holds-timeout",
 	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "extension-updates", "extension-canaries", "extension-soak",
 	"allow-settings", "connection-limit", "parallel", "max-connections", "once", "listen", "progress-every", "usage-every",
 	"metrics-per-consumer", "log-format", "log-level", "version", "help"}
@@ -190,7 +190,7 @@ var flagOrder = []string{"receives", "resource", "database-url", "every", "verif
 // placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
 // one is a switch.
 var placeholders = map[string]string{
-	"receives": "PATH", "resource": "NAME", "database-url": "URL", "every": "DURATION", "verify-every": "DURATION", "login-check-every": "DURATION", "login-rate": "N",
+	"receives": "PATH", "resource": "NAME", "database-url": "URL", "provider-database": "DB", "every": "DURATION", "verify-every": "DURATION", "login-check-every": "DURATION", "login-rate": "N",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
 	"adopt": "plain|none", "allow-extensions": "NAME,...", "allow-settings": "NAME,...", "connection-limit": "N",
 	"extension-updates": "staged|off", "extension-canaries": "N", "extension-soak": "DURATION", "parallel": "N",

@@ -40,7 +40,7 @@ var _ ports.Kind = (*Flags)(nil)
 // Flags registers the backend's flags on fs, each setting its field of f, which it first sets
 // to the flag's default.
 func (f *Flags) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&f.URL, "database-url", "", "how to reach the server, as a superuser, e.g. "+
+	fs.StringVar(&f.URL, "database-url", "", "how to reach the server, as a superuser or as a role with CREATEROLE and CREATEDB (delegated mode), e.g. "+
 		"postgres://provisioner@db.example:5432/postgres?sslmode=verify-full; prefer the variable, which ps does not show; "+
 		"without either, DATABASE_URL, else libpq's PG* variables and defaults")
 	fs.StringVar(&f.Database, "provider-database", DefaultDatabase, "the database the provider's own sessions, "+
