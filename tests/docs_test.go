@@ -3,17 +3,19 @@ package tests
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/matryer/is"
 )
 
-// TestTheREADMEsUnitIsThePackagedOne: a deployer who copies the README's unit gets what the
-// package installs, not an older one.
-func TestTheREADMEsUnitIsThePackagedOne(t *testing.T) {
+// TestTheDocumentedUnitIsThePackagedOne: a deployer who copies the unit of docs/deploy.md gets
+// what the package installs, not an older one.
+func TestTheDocumentedUnitIsThePackagedOne(t *testing.T) {
 	is := is.New(t)
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/deploy.md")
 	is.NoErr(err)
 	unit, err := os.ReadFile("../deploy/systemd/novox-provisioner.service")
 	is.NoErr(err)
@@ -65,4 +67,76 @@ func asTyped(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// TestTheREADMEAndARCHITECTUREStayShort: the README is for deployers and ARCHITECTURE.md a map
+// of the code; figures, flags, lines and history have pages of their own (docs/).
+func TestTheREADMEAndARCHITECTUREStayShort(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		most int
+	}{{"../README.md", 250}, {"../ARCHITECTURE.md", 300}} {
+		raw, err := os.ReadFile(c.file)
+		is.New(t).NoErr(err)
+		if n := strings.Count(string(raw), "\n"); n > c.most {
+			t.Errorf("%s has %d lines, more than %d: move what is not for its reader to docs/", c.file, n, c.most)
+		}
+	}
+}
+
+// metricName is a metric the provider registers, as its source names it.
+var metricName = regexp.MustCompile(`Name:\s*"(provisioner_[a-z_]+)"`)
+
+// TestEveryMetricHasARowInTheMetricsTable: a metric the provider registers (app/) and the
+// metrics table of docs/operations.md does not list fails here, so that none is added unsaid.
+func TestEveryMetricHasARowInTheMetricsTable(t *testing.T) {
+	is := is.New(t)
+	doc, err := os.ReadFile("../docs/operations.md")
+	is.NoErr(err)
+	sources, err := filepath.Glob("../app/*.go")
+	is.NoErr(err)
+	seen := 0
+	for _, path := range sources {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		is.NoErr(err)
+		for _, m := range metricName.FindAllStringSubmatch(string(src), -1) {
+			seen++
+			if !regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(m[1]) + "[`{]").Match(doc) {
+				t.Errorf("%s (registered in %s) has no row in the metrics table of docs/operations.md", m[1], path)
+			}
+		}
+	}
+	is.True(seen > 10) // the metrics were found where they are registered
+}
+
+// helpFlag is a flag as --help lists it: its name, and what it takes.
+var helpFlag = regexp.MustCompile(`(?m)^  --([a-z-]+)( [^ \[]+)?  (\[|$)`)
+
+// TestEveryFlagIsInTheHelpWithAPlaceholderAndInTheDocs: each flag --help lists has a row in
+// docs/configuration.md's table, and each that takes a value names what it takes (--every
+// DURATION); the switches (--once, --metrics-per-consumer) and --version and --help take none.
+func TestEveryFlagIsInTheHelpWithAPlaceholderAndInTheDocs(t *testing.T) {
+	is := is.New(t)
+	out, err := exec.Command(binary, "--help").CombinedOutput()
+	is.NoErr(err)
+	doc, err := os.ReadFile("../docs/configuration.md")
+	is.NoErr(err)
+	switches := map[string]bool{"once": true, "metrics-per-consumer": true, "version": true, "help": true}
+	found := helpFlag.FindAllStringSubmatch(string(out), -1)
+	is.True(len(found) > 20) // the flags were found in --help
+	for _, m := range found {
+		name, placeholder := m[1], strings.TrimSpace(m[2])
+		if placeholder == "" && !switches[name] {
+			t.Errorf("--%s has no placeholder in --help (e.g. --every DURATION)", name)
+		}
+		if name == "version" || name == "help" {
+			continue
+		}
+		if !strings.Contains(string(doc), "| `--"+name+"`") && !strings.Contains(string(doc), "| `--"+name+" ") {
+			t.Errorf("--%s has no row in docs/configuration.md", name)
+		}
+	}
 }
