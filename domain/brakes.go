@@ -28,9 +28,15 @@ func doubled(base time.Duration, n int, ceiling time.Duration) time.Duration {
 	return min(wait, ceiling)
 }
 
-// maxRefusedWait is the longest a consumer whose create was refused, or which asks for what
-// cannot be made, waits before it is tried again.
+// maxRefusedWait is the longest a consumer whose create was refused waits before it is tried
+// again: somebody may mend the backend (rename a role back) without saying so.
 const maxRefusedWait = 5 * time.Minute
+
+// invalidWait is how long a consumer that asks for what cannot be made (ports.ErrInvalid: a
+// bad name, a setting off --allow-settings, a value the server rejects) waits before it is
+// tried again. Only its entry changing or SIGHUP can mend it, and each ask puts an ERROR in
+// the server's log: tried again hourly, in case the server itself changed.
+const invalidWait = time.Hour
 
 // refusal is a consumer whose create was refused (ports.ErrRefused) or invalid
 // (ports.ErrInvalid): times in a row, what it asked for then (hash), and when it is tried
@@ -43,7 +49,10 @@ type refusal struct {
 }
 
 // refusedWait is how long a consumer refused n times in a row waits: every, doubled per
-// refusal after the first, at most maxRefusedWait.
-func refusedWait(every time.Duration, n int) time.Duration {
+// refusal after the first, at most maxRefusedWait; one whose entry is invalid, invalidWait.
+func refusedWait(every time.Duration, n int, invalid bool) time.Duration {
+	if invalid {
+		return invalidWait
+	}
 	return doubled(every, n, maxRefusedWait)
 }

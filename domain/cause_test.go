@@ -32,7 +32,7 @@ func TestACauseABackendDoesNotSayIsTheErrorWrappedInnermost(t *testing.T) {
 	w.log.take()
 	w.backend.holdsFn = func(_ context.Context, p ports.Provision) error {
 		inner := fmt.Errorf("derived.settings of %s: %w", p.As, errors.New("setting work_mem: its value holds a control character"))
-		return fmt.Errorf("check %s: %w", p.As, kindOf{err: inner, kind: ports.ErrInvalid})
+		return fmt.Errorf("check %s: %w", p.As, kindOf{err: inner, kind: ports.ErrTransient})
 	}
 	r := w.pass(time.Minute)
 	is.Equal(w.log.take(), []string{"could not check the backend for 2 consumers (a, b), will ask again: " +

@@ -32,22 +32,41 @@ func (w *world) passes(as string, d, total time.Duration) int {
 }
 
 func TestARefusedConsumerBacksOff(t *testing.T) {
-	for _, kind := range []error{ports.ErrRefused, ports.ErrInvalid} {
-		t.Run(kind.Error(), func(t *testing.T) {
-			is := is.New(t)
-			w := newWorld(t)
-			w.write("/s/a", "pw")
-			w.contributions(consumer("a", "/s/a"))
-			w.backend.createErr = map[string]error{"a": fmt.Errorf("create role a: no: %w", kind)}
-			r := w.pass(0)
-			is.Equal(r.Failures, 1)
-			// Tried again after 5 s, 10 s, 20 s, 40 s, 80 s, 160 s, then every 5 min: 6 more in 10 min.
-			is.Equal(w.passes("a", domain.DefaultEvery, 10*time.Minute), 6)
-			is.Equal(w.passes("a", domain.DefaultEvery, 10*time.Minute), 2)             // at most 5 min apart
-			is.Equal(w.log.count("a: create failed, will retry: create role a: no"), 1) // said once, as the spec says it
-			is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateFailing)            // failing while it waits
-		})
-	}
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	w.backend.createErr = map[string]error{"a": fmt.Errorf("create role a: no: %w", ports.ErrRefused)}
+	r := w.pass(0)
+	is.Equal(r.Failures, 1)
+	// Tried again after 5 s, 10 s, 20 s, 40 s, 80 s, 160 s, then every 5 min: 6 more in 10 min.
+	is.Equal(w.passes("a", domain.DefaultEvery, 10*time.Minute), 6)
+	is.Equal(w.passes("a", domain.DefaultEvery, 10*time.Minute), 2) // at most 5 min apart
+	// Said once, as a refusal with when it is tried again: never as a failure retried every pass.
+	is.Equal(w.log.count("a: refused: create role a: no: refused; tried again in 5s, or at once when its entry changes or on SIGHUP"), 1)
+	is.Equal(w.log.count("a: "), 1)
+	is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateRefused) // refused while it waits
+}
+
+// Issue 39, case 2: what a consumer's entry asks for that cannot be made (a value the server
+// rejects) is a refusal: said once as one, and tried again hourly, not on a back-off that puts
+// an ERROR in the server's log every few minutes; at once when its entry changes.
+func TestAnInvalidEntryIsRefusedAndTriedHourly(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/a", "pw")
+	w.contributions(consumer("a", "/s/a"))
+	rejected := fmt.Errorf(`create role a: setting statement_timeout: invalid value for parameter "statement_timeout": "soon": %w`, ports.ErrInvalid)
+	w.backend.createErr = map[string]error{"a": rejected}
+	w.pass(0)
+	is.Equal(w.passes("a", domain.DefaultEvery, 59*time.Minute), 0) // not asked again within the hour
+	is.Equal(w.passes("a", domain.DefaultEvery, 2*time.Minute), 1)  // then once
+	is.Equal(w.log.take(), []string{"a: refused: " + rejected.Error() + "; tried again in 1h0m0s, or at once when its entry changes or on SIGHUP"})
+	is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateRefused)
+
+	delete(w.backend.createErr, "a")
+	w.write("/s/a", "rotated") // its entry changed: tried at once, and made
+	is.Equal(w.pass(time.Second).Consumers["a"], domain.StateApplied)
 }
 
 func TestATransientFailureIsTriedEveryPass(t *testing.T) {
@@ -300,9 +319,9 @@ func TestALostConsumerWhoseCreateIsRefusedBacksOff(t *testing.T) {
 	is.Equal(w.log.take(), []string{
 		"a: the backend no longer holds it; applying again",
 		"a: what drifted: missing",
-		"a: create failed, will retry: " + renamed.Error(),
+		"a: refused: " + renamed.Error() + "; tried again in 5s, or at once when its entry changes or on SIGHUP",
 	}) // said once
-	is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateFailing)
+	is.Equal(w.h.Reconcile(ctx).Consumers["a"], domain.StateRefused)
 
 	w.h.RetryNow() // SIGHUP
 	before := w.backend.createsOf("a")
@@ -338,9 +357,9 @@ func TestTwoNewConsumersAskingForOneDatabaseTheEarlierInTheFileHasIt(t *testing.
 	w.contributions(sharing("z"), sharing("a"), sharing("m"), sharing("b"))
 	w.passes("b", domain.DefaultEvery, 10*time.Minute)
 	for _, as := range []string{"a", "m", "b"} {
-		is.Equal(w.log.count(as+": create failed, will retry: create database shared: consumer z has it"), 1) // said once, naming z
-		is.Equal(w.log.count(as+": "), 1)                                                                     // and nothing else of it
-		is.Equal(w.h.Reconcile(ctx).Consumers[as], domain.StateFailing)
+		is.Equal(w.log.count(as+": refused: create database shared: consumer z has it"), 1) // said once, naming z
+		is.Equal(w.log.count(as+": "), 1)                                                   // and nothing else of it
+		is.Equal(w.h.Reconcile(ctx).Consumers[as], domain.StateRefused)
 	}
 	is.True(w.backend.createsOf("b") <= 8) // backed off as a refused create
 }

@@ -14,6 +14,11 @@ const (
 	// StateFailing: the last create failed, or its secret was refused; it is tried again next
 	// pass.
 	StateFailing State = "failing"
+	// StateRefused: its entry asks for what the backend will not make (a bad name, a setting
+	// off the allowed list, a value the server rejects), or what exists is not the provider's
+	// to take (a role renamed away, a database another consumer has): nothing more is made for
+	// it until its entry changes, SIGHUP, or its wait ends; LastError says why.
+	StateRefused State = "refused"
 	// StateBraked: the backend lost it and it was applied again; checks are spaced out.
 	StateBraked State = "braked"
 	// StateIncomplete: applied, but without something its entry asks for that the backend does
@@ -24,7 +29,7 @@ const (
 )
 
 // States lists every State, for those who count consumers by state.
-var States = []State{StateApplied, StateWaitingForSecret, StateFailing, StateBraked, StateUnchecked, StateIncomplete}
+var States = []State{StateApplied, StateWaitingForSecret, StateFailing, StateRefused, StateBraked, StateUnchecked, StateIncomplete}
 
 // Status is what the loop knows of one listed consumer.
 type Status struct {

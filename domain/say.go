@@ -86,10 +86,15 @@ func (h *Harness) retrying(daemon string) string {
 // sharedCause is a reason several consumers could not be checked in one pass: said once for
 // all of them, as a problem of the backend.
 type sharedCause struct {
-	text   string
-	logins []string
-	said   bool
+	text    string
+	logins  []string
+	said    bool
+	refused bool // a refusal their entries meet (isRefusal), not the backend's trouble
 }
+
+// refusedCause is the key of a refusal several consumers' checks meet, apart from the causes of
+// checks that could not be made.
+func refusedCause(err error) string { return "refused\x00" + causeOf(err) }
 
 // sharedCauses are the reasons more than one consumer could not be checked this pass, by their
 // cause (causeOf); a cause already said for several that fewer meet this pass is still theirs,
@@ -110,21 +115,24 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 		if byCause == nil {
 			byCause = map[string]*sharedCause{}
 		}
-		c := causeOf(it.checked.Err)
-		s := byCause[c]
+		key, refused := causeOf(it.checked.Err), isRefusal(it.checked.Err)
+		if refused {
+			key = refusedCause(it.checked.Err)
+		}
+		s := byCause[key]
 		if s == nil {
-			s = &sharedCause{text: h.scrubbed(nil, errors.New(c))}
-			byCause[c] = s
+			s = &sharedCause{text: h.scrubbed(nil, errors.New(causeOf(it.checked.Err))), refused: refused}
+			byCause[key] = s
 		}
 		s.logins = append(s.logins, it.c.as)
 	}
 	met := make(map[string]bool, len(byCause))
 	for c, s := range byCause {
-		if len(s.logins) < 2 && h.shared[s.text] == nil {
+		if len(s.logins) < 2 && h.shared[s.key()] == nil {
 			delete(byCause, c)
 			continue
 		}
-		met[s.text] = true
+		met[s.key()] = true
 	}
 	if checked {
 		for text := range h.shared {
@@ -145,15 +153,15 @@ func (h *Harness) sayShared(s *sharedCause) {
 		return
 	}
 	s.said = true
-	rep := h.shared[s.text]
+	rep := h.shared[s.key()]
 	if rep == nil {
 		rep = &repeat{}
-		h.shared[s.text] = rep
+		h.shared[s.key()] = rep
 	}
-	told := h.sharedTold[s.text]
+	told := h.sharedTold[s.key()]
 	if told == nil {
 		told = map[string]bool{}
-		h.sharedTold[s.text] = told
+		h.sharedTold[s.key()] = told
 	}
 	var fresh, known []string
 	for _, as := range s.logins {
@@ -172,8 +180,20 @@ func (h *Harness) sayShared(s *sharedCause) {
 	if len(logins) > 3 {
 		who += ", ..."
 	}
+	if s.refused {
+		h.say(slog.LevelWarn, "", "%d consumers (%s) refused: %s; what was made for them is left as it is", len(s.logins), who, s.text)
+		return
+	}
 	h.say(slog.LevelWarn, "", "could not check the backend for %d consumers (%s)%s: %s", len(s.logins), who,
 		h.retrying(", will ask again"), s.text)
+}
+
+// key is what the loop remembers of s by: its text, a refusal's apart.
+func (s *sharedCause) key() string {
+	if s.refused {
+		return "refused\x00" + s.text
+	}
+	return s.text
 }
 
 // causeOf is what consumers whose checks failed alike share: the cause a backend says of its

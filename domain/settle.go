@@ -26,6 +26,22 @@ func (h *Harness) settle(items []*item, r *Report) {
 			if it.notAsked {
 				r.Unchecked++
 			}
+		case it.checked.Err != nil && isRefusal(it.checked.Err):
+			// Its entry asks for what the backend will not make (a setting taken off the allowed
+			// list since it was made): a refusal, not trouble with the server. What was made for
+			// it is left as it is; its next check asks again.
+			r.Failures++
+			it.said = h.scrubbed(c, it.checked.Err)
+			c.uncheckable = nil
+			if c.refusal == nil || c.refusal.hash != it.hash {
+				c.refusal = &refusal{hash: it.hash}
+			}
+			if s := shared[refusedCause(it.checked.Err)]; s != nil {
+				h.sayShared(s)
+				tally(&c.failing, it.said)
+			} else if tally(&c.failing, it.said) {
+				h.say(slog.LevelWarn, c.as, "%s: refused: %s; what was made for it is left as it is", c.as, it.said)
+			}
 		case it.checked.Err != nil:
 			// Unable to ask is not evidence of loss.
 			r.Unchecked++
@@ -38,6 +54,9 @@ func (h *Harness) settle(items []*item, r *Report) {
 			}
 		default:
 			c.uncheckable = nil
+			if c.refusal != nil { // a check refused before is answered now: the refusal is over
+				c.refusal, c.failing = nil, nil
+			}
 			h.settleCheck(it, r)
 		}
 		h.show(it)
@@ -101,8 +120,11 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	}
 	if it.err != nil {
 		r.Failures++
+		refused := isRefusal(it.err)
+		if refused {
+			h.backOff(it)
+		}
 		it.said = h.createFailed(c, it.err)
-		refused := errors.Is(it.err, ports.ErrRefused) || errors.Is(it.err, ports.ErrInvalid)
 		switch {
 		case reapplying > 0 && !refused:
 			// The brake keeps its count: the next check may apply again at once.
@@ -115,7 +137,6 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 				h.consumers.markUnapplied(c)
 				c.lost = brake{times: reapplying - 1} // the count of re-applies in a row goes on
 			}
-			h.backOff(it)
 		default:
 			c.refusal = nil // transient: tried again next pass
 		}
@@ -167,18 +188,33 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 }
 
 // createFailed says a failed create the first time, and while it fails the same way, every
-// loudlyEvery-th time; a different error starts the count again. It answers the error's text.
+// loudlyEvery-th time; a different error starts the count again. A refusal is said as one,
+// with when it is tried again (backOff, called first). It answers the error's text.
 func (h *Harness) createFailed(c *consumer, err error) string {
 	text := h.scrubbed(c, err)
-	if tally(&c.failing, text) {
-		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
+	if !tally(&c.failing, text) {
+		return text
 	}
+	if c.refusal == nil || !isRefusal(err) {
+		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
+		return text
+	}
+	wait := c.refusal.nextAt.Sub(h.clock.Now()).Round(time.Second)
+	h.say(slog.LevelWarn, c.as, "%s: refused: %s%s", c.as, text,
+		h.retrying(fmt.Sprintf("; tried again in %s, or at once when its entry changes or on SIGHUP", wait)))
 	return text
 }
 
+// isRefusal is whether err is the backend's refusal (ports.ErrRefused) or what the consumer's
+// entry asks for that cannot be made (ports.ErrInvalid), rather than trouble with the backend.
+func isRefusal(err error) bool {
+	return errors.Is(err, ports.ErrRefused) || errors.Is(err, ports.ErrInvalid)
+}
+
 // backOff spaces out the creates of a consumer that was refused, or asks for what cannot be
-// made: the next try waits Every, doubled per refusal in a row, at most maxRefusedWait. Its
-// line is said as any failed create's (the first time, then every loudlyEvery-th).
+// made: the next try of a refused one waits Every, doubled per refusal in a row, at most
+// maxRefusedWait; of an invalid one, invalidWait. Its line is said once (createFailed), then
+// every loudlyEvery-th time.
 func (h *Harness) backOff(it *item) {
 	b := it.c.refusal
 	if b == nil || b.hash != it.hash {
@@ -186,7 +222,7 @@ func (h *Harness) backOff(it *item) {
 		it.c.refusal = b
 	}
 	b.times++
-	b.nextAt = h.clock.Now().Add(refusedWait(h.cfg.Every, b.times))
+	b.nextAt = h.clock.Now().Add(refusedWait(h.cfg.Every, b.times, errors.Is(it.err, ports.ErrInvalid)))
 }
 
 // settleUnchecked records a pass in which the backend could not be used: consumers it would

@@ -14,7 +14,11 @@ func stateOf(it *item) State {
 	switch {
 	case it.unreadable != nil:
 		return StateWaitingForSecret
-	case it.refused != nil, c.failing != nil:
+	case it.refused != nil:
+		return StateFailing
+	case c.failing != nil && c.refusal != nil:
+		return StateRefused // a refusal, said as one: never as a failure retried every pass
+	case c.failing != nil:
 		return StateFailing
 	case !c.applied:
 		return StateUnchecked // not yet applied by this process, nor failing: nothing known yet

@@ -111,7 +111,7 @@ func TestARenameLosesNoData(t *testing.T) {
 	})
 
 	eventually(t, "the renamed role said", func() bool { return p.count("role "+parked+" carries the provider's record of "+v.as) == 1 })
-	refused := v.as + ": create failed, will retry: create role " + v.as + ": " + v.as + " is now the role " + parked + " (renamed"
+	refused := v.as + ": refused: create role " + v.as + ": " + v.as + " is now the role " + parked + " (renamed"
 	eventually(t, "v's create refused, naming the role it is now", func() bool { return p.count(refused) == 1 })
 	p.passes(30)                                  // 6 s of passes, 6 verify passes: past the settle and the drop's delay
 	is.Equal(p.count(parked+": no longer in"), 0) // never withdrawn
@@ -120,7 +120,7 @@ func TestARenameLosesNoData(t *testing.T) {
 	// applied again at every verify pass.
 	is.Equal(p.count(v.as+": the backend no longer holds it; applying again"), 1)
 	is.Equal(p.count(v.as+": what drifted:"), 1)
-	is.Equal(p.count(v.as+": create failed"), 1)
+	is.Equal(p.count(v.as+": refused"), 1)
 	is.Equal(p.count("] "+v.as+": "), 4) // "created", those three lines, and nothing else of v
 	exists, _ := roleLeft(t, url, v.as)
 	is.True(!exists) // no second role made beside the renamed one
@@ -157,7 +157,7 @@ func TestTwoConsumersNamingOneDatabaseTheLaterIsRefused(t *testing.T) {
 	m.giveSharing(db, a, b)
 	p := start(t, nil, daemonArgs(m, url, "--parallel", "8")...)
 	refusal := func(who consumer) string {
-		return who.as + ": create failed, will retry: create database " + db + ": consumer " + a.as + " has it; one database is never given to two consumers"
+		return who.as + ": refused: create database " + db + ": consumer " + a.as + " has it; one database is never given to two consumers"
 	}
 	eventually(t, "b refused, naming a", func() bool { return p.count(refusal(b)) == 1 })
 	is.NoErr(login(t, url, a.as, a.password, db)) // the first in the file has it
@@ -173,6 +173,6 @@ func TestTwoConsumersNamingOneDatabaseTheLaterIsRefused(t *testing.T) {
 	}
 	is.Equal(p.count("duplicate key"), 0) // never the server's raw error
 	_, doc, _ := planJSON(t, m.args("--database-url", url)...)
-	is.Equal(doc.of(t, c.as).Act, "refuse")                                                                       // a plan foresees it
-	is.Equal(doc.of(t, c.as).Why, []string{strings.TrimPrefix(refusal(c), c.as+": create failed, will retry: ")}) // in the same words
+	is.Equal(doc.of(t, c.as).Act, "refuse")                                                     // a plan foresees it
+	is.Equal(doc.of(t, c.as).Why, []string{strings.TrimPrefix(refusal(c), c.as+": refused: ")}) // in the same words
 }

@@ -97,6 +97,19 @@ func (p *proc) statusOf() map[string]any {
 	return doc
 }
 
+// consumerStatus is what /status says of the listed consumer as.
+func (p *proc) consumerStatus(t *testing.T, as string) map[string]any {
+	t.Helper()
+	list, _ := p.statusOf()["consumers"].([]any)
+	for _, c := range list {
+		if c, ok := c.(map[string]any); ok && c["as"] == as {
+			return c
+		}
+	}
+	t.Fatalf("/status lists no %s: %v", as, list)
+	return nil
+}
+
 func TestALongPassShowsItsProgress(t *testing.T) {
 	is := is.New(t)
 	srv := pgserver.Shared(t)
@@ -190,7 +203,7 @@ func TestSettingsAreSetHeldAndRefusedWhereUnsafe(t *testing.T) {
 
 	// The unsafe one is refused, with the reason, in its line and /status; nothing of it made.
 	eventually(t, "the unsafe setting refused with the reason", func() bool {
-		return strings.Contains(p.stderr.String(), unsafe.as+": create failed") &&
+		return strings.Contains(p.stderr.String(), unsafe.as+": refused: ") &&
 			strings.Contains(p.stderr.String(), "setting session_preload_libraries: never set for a consumer")
 	})
 	_, body := p.get("/status")
@@ -265,4 +278,56 @@ func TestUsageIsNoSeriesPerConsumerUnlessAskedFor(t *testing.T) {
 	})
 	_, body := p.get("/metrics")
 	is.True(!strings.Contains(body, "provisioner_consumer_database_bytes")) // no series per consumer
+}
+
+// Issue 39, case 2: refusals are said as refusals, in the line, /status and the plan alike: a
+// value the server rejects (said once, not retried on a short back-off), and a setting an
+// operator took off --allow-settings since the consumer was made (at the restart's check:
+// never "could not check the backend", never unchecked), what was made for it left as it is.
+func TestRefusalsAreSaidAsRefusalsInTheLineStatusAndPlan(t *testing.T) {
+	is := is.New(t)
+	url := pgserver.Shared(t).URL
+	m := newMesh(t)
+	rejected := consumer{as: name("rejected"), password: randomHex(8)}
+	held := consumer{as: name("held"), password: randomHex(8)}
+	m.giveEntries([]consumer{rejected, held},
+		m.entry(rejected, []string{}, map[string]any{"settings": map[string]any{"statement_timeout": "soon"}}),
+		m.entry(held, []string{}, map[string]any{"settings": map[string]any{"work_mem": "8MB"}}))
+	p := start(t, nil, daemonArgs(m, url)...)
+	eventually(t, "held's setting made", func() bool { return slices.Contains(setconfig(t, url, held.as), "work_mem=8MB") })
+	line := rejected.as + `: refused: settings of ` + rejected.as + ` in ` + rejected.as + `: setting statement_timeout: invalid value for parameter "statement_timeout": "soon"`
+	eventually(t, "the rejected value refused", func() bool {
+		return p.count(line) == 1 && p.metric(`provisioner_consumers{state="refused"}`) == 1
+	})
+	is.Equal(p.consumerStatus(t, rejected.as)["state"], "refused")
+	p.passes(10)                                // 2 s of passes: not tried again, nor said again
+	is.Equal(p.count("] "+rejected.as+": "), 1) // one line of it: "refused", with when it is tried again
+	is.True(strings.Contains(p.stderr.String(), line+"; tried again in 1h0m0s, or at once when its entry changes or on SIGHUP"))
+	is.Equal(p.stop(), 0)
+
+	// work_mem taken off the allowed list: held's check at the next start is refused.
+	allowed := []string{"--allow-settings", "statement_timeout"}
+	p = start(t, nil, daemonArgs(m, url, allowed...)...)
+	refusal := held.as + ": refused: "
+	eventually(t, "held's check refused", func() bool {
+		return p.count(refusal) == 1 && p.metric(`provisioner_consumers{state="refused"}`) == 2
+	})
+	is.Equal(p.count("could not check the backend"), 0)
+	is.True(strings.Contains(p.stderr.String(), "setting work_mem is not allowed on this server (--allow-settings); what was made for it is left as it is"))
+	is.True(slices.Contains(setconfig(t, url, held.as), "work_mem=8MB")) // left as it is
+	is.True(held.logsIn(t, url))
+	st := p.consumerStatus(t, held.as)
+	is.Equal(st["state"], "refused")
+	why := st["last_error"].(string)
+	is.True(strings.Contains(why, "setting work_mem is not allowed on this server (--allow-settings)"))
+
+	// The plan says the same, in the same words, and exits 3.
+	code, doc, _ := planJSON(t, m.args(append([]string{"--database-url", url}, allowed...)...)...)
+	is.Equal(code, 3)
+	is.Equal(doc.of(t, held.as).Act, "refuse")
+	is.Equal(doc.of(t, held.as).Why, []string{why})
+	is.Equal(doc.of(t, rejected.as).Act, "refuse") // the rejected value foreseen, in the line's words
+	is.Equal(doc.of(t, rejected.as).Why, []string{strings.TrimPrefix(line, rejected.as+": refused: ")})
+	exists, _ := roleLeft(t, url, rejected.as)
+	is.True(!exists) // refused before anything was made for it
 }

@@ -32,6 +32,9 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return fmt.Errorf("create database %s: %w", w.database, err)
 		}
+		if err := vetSettings(ctx, conn, w); err != nil { // refused before anything is made
+			return settingsError(w, err)
+		}
 		if did, err = b.ensureRole(ctx, conn, w, p.Password); err != nil {
 			return fmt.Errorf("create role %s: %w", w.role, err)
 		}
@@ -56,11 +59,16 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 			did = ports.ActRepair
 		}
 		if err != nil {
-			return fmt.Errorf("settings of %s in %s: %w", w.role, w.database, err)
+			return settingsError(w, err)
 		}
 		return extErr
 	})
 	return did, err
+}
+
+// settingsError is an error of w's settings, as Create and Foresee say it.
+func settingsError(w wanted, err error) error {
+	return fmt.Errorf("settings of %s in %s: %w", w.role, w.database, err)
 }
 
 // creatable is what Create checks of p before its first statement: every name, and a password.

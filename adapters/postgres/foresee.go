@@ -7,10 +7,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -84,7 +86,41 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		}
 	}
 	b.refuseClashes(ps, out)
+	b.vetAll(ctx, wants, out, each)
 	return out
+}
+
+// vetAll refuses, of the consumers out says would be made or are held, one whose settings
+// Create would refuse (vetSettings), in the words its error would give.
+func (b *Backend) vetAll(ctx context.Context, wants []wanted, out []ports.Foresight, each time.Duration) {
+	var conn *pgxpool.Conn
+	for i, f := range out {
+		if f.Err != nil || f.Act == ports.ActRefuse || len(wants[i].settings) == 0 {
+			continue
+		}
+		err := func() error {
+			ctx, cancel := context.WithTimeout(ctx, each)
+			defer cancel()
+			if conn == nil {
+				c, err := b.pool.Acquire(ctx)
+				if err != nil {
+					return b.connectError(err)
+				}
+				conn = c
+			}
+			return vetSettings(ctx, conn, wants[i])
+		}()
+		switch {
+		case err == nil:
+		case errors.Is(err, ports.ErrInvalid), errors.Is(err, ports.ErrRefused):
+			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{settingsError(wants[i], err).Error()}}
+		default:
+			out[i].Err = fmt.Errorf("look at %s: %w", wants[i].role, err)
+		}
+	}
+	if conn != nil {
+		conn.Release()
+	}
 }
 
 // refuseClashes refuses, of the consumers out says would be made, one asking for the database

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/novox/postgres-provider/ports"
@@ -92,14 +93,15 @@ func settingLiteral(s string) string {
 	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
 }
 
-// ensureSettings sets w's settings for its role in its database where they differ, and answers
-// whether it changed one. The server is asked first whether each is a parameter it knows and
-// one a consumer could set (context user), or a bound only a superuser may lift
-// (superuserLimits); a name it does not know, or any other, is refused, as is a value it
-// rejects.
-func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed bool, err error) {
+// vetSettings is what Create and Foresee ask of w's settings before anything is written: that
+// each is a parameter the server knows and one a consumer could set (context user), or a bound
+// only a superuser may lift (superuserLimits), and that the server takes each value, tried as
+// a session would take it (set_config, local to a read-only transaction rolled back). A value
+// the server rejects is refused before the role is made, with the server's words, so that a
+// plan foresees it and a pass does not ask again on every try.
+func vetSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
 	if len(w.settings) == 0 {
-		return false, nil
+		return nil
 	}
 	names := make([]string, len(w.settings))
 	for i, s := range w.settings {
@@ -107,28 +109,63 @@ func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed 
 	}
 	rows, err := conn.Query(ctx, `SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name = ANY($1)`, names)
 	if err != nil {
-		return false, fmt.Errorf("read settings: %w", err)
+		return fmt.Errorf("read settings: %w", err)
 	}
 	contexts := map[string]string{}
 	var name, where string
 	for rows.Next() {
 		if err := rows.Scan(&name, &where); err != nil {
 			rows.Close()
-			return false, fmt.Errorf("read settings: %w", err)
+			return fmt.Errorf("read settings: %w", err)
 		}
 		contexts[name] = where
 	}
 	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("read settings: %w", err)
+		return fmt.Errorf("read settings: %w", err)
 	}
 	for _, s := range w.settings {
 		switch c, known := contexts[s.name]; {
 		case !known:
-			return false, invalid(fmt.Errorf("setting %s: not a parameter this server knows", s.name))
+			return invalid(fmt.Errorf("setting %s: not a parameter this server knows", s.name))
 		case c == "user", c == "superuser" && slices.Contains(superuserLimits, s.name):
 		default:
-			return false, invalid(fmt.Errorf("setting %s: a consumer's role cannot have it (its context is %s)", s.name, c))
+			return invalid(fmt.Errorf("setting %s: a consumer's role cannot have it (its context is %s)", s.name, c))
 		}
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("read settings: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, s := range w.settings {
+		if s.value == nil {
+			continue // reset: nothing to take
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, s.name, *s.value); err != nil {
+			return settingRefused(s.name, err)
+		}
+	}
+	return nil
+}
+
+// settingRefused is the server's refusal of a setting's value, or of the provider's setting
+// it, as a refusal of the consumer's entry or of the provider; other errors as they are.
+func settingRefused(name string, err error) error {
+	switch pgCode(err) {
+	case invalidParameterValue, invalidTextRepresentation:
+		return invalid(fmt.Errorf("setting %s: %s", name, pgMessage(err)))
+	case insufficientPrivilege: // a provider that is not a superuser, on a bound only one may set
+		return refused(fmt.Errorf("setting %s: the provider may not set it: %s (from PostgreSQL 15 a "+
+			"superuser can let it: GRANT SET ON PARAMETER %s TO the provider's role)", name, pgMessage(err), name))
+	}
+	return fmt.Errorf("set %s: %w", name, err)
+}
+
+// ensureSettings sets w's settings (vetted first: vetSettings) for its role in its database
+// where they differ, and answers whether it changed one.
+func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed bool, err error) {
+	if len(w.settings) == 0 {
+		return false, nil
 	}
 	var have []string
 	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s
@@ -142,14 +179,7 @@ func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed 
 			continue
 		}
 		if _, err := conn.Exec(ctx, settingSQL(w.role, w.database, s)); err != nil {
-			switch code := pgCode(err); code {
-			case invalidParameterValue, invalidTextRepresentation:
-				return changed, invalid(fmt.Errorf("setting %s: %s", s.name, pgMessage(err)))
-			case insufficientPrivilege: // a provider that is not a superuser, on a bound only one may set
-				return changed, refused(fmt.Errorf("setting %s: the provider may not set it: %s (from PostgreSQL 15 a "+
-					"superuser can let it: GRANT SET ON PARAMETER %s TO the provider's role)", s.name, pgMessage(err), s.name))
-			}
-			return changed, fmt.Errorf("set %s: %w", s.name, err)
+			return changed, settingRefused(s.name, err)
 		}
 		changed = true
 	}

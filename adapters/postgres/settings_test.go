@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -122,6 +123,22 @@ func TestSettingsValuesCannotInject(t *testing.T) {
 	held, err := holdsOne(ctx, b, p)
 	is.NoErr(err)
 	is.True(held.Held)
+}
+
+// A value the server rejects is refused before anything is made, and a plan foresees the
+// refusal in the create's words (issue 39, case 2).
+func TestARejectedValueIsRefusedFirstAndForeseen(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := withSettings(provision(name("rej")), map[string]any{"work_mem": "64MB", "statement_timeout": "soon"})
+	seen := e.b.Foresee(ctx, []ports.Provision{p}, time.Minute)
+	_, err := e.b.Create(ctx, p)
+	is.True(errors.Is(err, ports.ErrInvalid))
+	is.Equal(err.Error(), "settings of "+p.As+" in "+p.As+`: setting statement_timeout: invalid value for parameter "statement_timeout": "soon"`)
+	is.True(!strings.Contains(e.catalog(), p.As)) // nothing made
+	is.NoErr(seen[0].Err)
+	is.Equal(seen[0].Act, ports.ActRefuse)
+	is.Equal(seen[0].Why, []string{err.Error()}) // the plan's words are the create's
 }
 
 func TestAllowSettingsRefusesWhatOnlyASuperuserMaySet(t *testing.T) {
