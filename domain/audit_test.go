@@ -31,7 +31,7 @@ func TestEachEventIsSaidOnceInTheAuditTrail(t *testing.T) {
 	e["values"] = map[string]any{"name": "letta", "extensions": []any{"vector", "pg_trgm"}}
 	w.contributions(e)
 	w.pass(domain.DefaultEvery)
-	is.Equal(w.log.audit()[2:], []string{"letta: updated to what its entry now asks for"})
+	is.Equal(w.log.audit()[2:], []string{"letta: updated to what its entry now asks for (values.extensions: +pg_trgm)"}) // what changed
 
 	w.backend.lose("letta")
 	w.pass(domain.DefaultVerifyEvery)
@@ -147,4 +147,26 @@ func TestAnAdoptionIsSaidAsOne(t *testing.T) {
 	w.contributions(consumer("letta", "/s/letta"), consumer("bob", "/s/bob"))
 	w.pass(0)
 	is.Equal(w.log.audit(), []string{"letta: adopted", "bob: created"})
+}
+
+// Issue 39, case 3: an update's line says what its entry changed, field by field, at once,
+// rather than leaving it to provisioner status ten seconds later.
+func TestAnUpdateSaysWhatItsEntryChanged(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	e := consumer("letta", "/s/letta")
+	e["values"] = map[string]any{"name": "letta", "extensions": []any{"vector", "dblink"}}
+	e["derived"] = map[string]any{"settings": map[string]any{"work_mem": "4MB", "lock_timeout": "1s"}}
+	w.contributions(e)
+	w.pass(0)
+	w.pass(domain.DefaultVerifyEvery) // checked: the entry kept is the one the file now holds
+	e["values"] = map[string]any{"name": "letta", "extensions": []any{"pg_trgm", "vector"}, "connection_limit": 5}
+	e["derived"] = map[string]any{"settings": map[string]any{"work_mem": "8MB", "statement_timeout": "30s"}}
+	w.contributions(e)
+	w.pass(domain.DefaultEvery)
+	is.Equal(w.log.audit()[1:], []string{"letta: updated to what its entry now asks for (" +
+		"values.connection_limit: (none) -> 5; values.extensions: +pg_trgm, -dblink; " +
+		"derived.settings.lock_timeout: 1s -> (none); derived.settings.statement_timeout: (none) -> 30s; " +
+		"derived.settings.work_mem: 4MB -> 8MB)"})
 }

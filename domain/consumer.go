@@ -19,6 +19,9 @@ type consumer struct {
 	applied bool
 	hash    [sha256.Size]byte
 	shape   [sha256.Size]byte // what it asked for, but its password, when applied
+	// entry is what it asked for when applied (its values and derived), to say what a change
+	// of its entry changed; the same maps as the file's last parse where its shape is the same.
+	entry contribution
 	// record is the backend's record of it, where recorded is set; seenWithdrawn is when this
 	// process first saw it withdrawn: its drop waits DropAfter from no earlier than that.
 	record        ports.Managed
@@ -131,8 +134,8 @@ func (s *store) list(given []contribution) {
 
 // markApplied marks c applied as hash (and shape, without the password) asks, and, where made,
 // recorded and active.
-func (s *store) markApplied(c *consumer, hash, shape [sha256.Size]byte, made bool) {
-	c.applied, c.hash, c.shape = true, hash, shape
+func (s *store) markApplied(c *consumer, hash [sha256.Size]byte, g contribution, made bool) {
+	c.applied, c.hash, c.shape, c.entry = true, hash, g.shape, g
 	if made {
 		c.record, c.recorded = ports.Managed{As: c.as}, true
 		c.removing = nil

@@ -86,6 +86,7 @@ func (h *Harness) plan(items []*item, verifying bool) {
 		}
 		switch {
 		case c.applied && c.hash == it.hash:
+			c.entry = it.g // the same entry, as the file's last parse has it: the old parse is let go
 			if (verifying || c.isUnasked) && !now.Before(c.lost.nextAt) {
 				it.act, it.continued = check, !verifying
 			}

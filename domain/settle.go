@@ -76,7 +76,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
-			h.consumers.markApplied(c, it.hash, it.g.shape, false)
+			h.consumers.markApplied(c, it.hash, it.g, false)
 		}
 		if it.called && it.err != nil { // held, and a staged change's create failed otherwise
 			r.Failures++
@@ -148,7 +148,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		c.failing = nil
 	}
 	h.audit(h.eventOf(it, reapplying))
-	h.consumers.markApplied(c, it.hash, it.g.shape, true)
+	h.consumers.markApplied(c, it.hash, it.g, true)
 	h.loginAtNextVerify(c)
 	if reapplying == 0 {
 		r.Created++
@@ -178,7 +178,11 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 	case c.applied && c.shape == it.g.shape:
 		return c, "password rotated", c.as + ": password rotated"
 	case c.applied:
-		return c, "updated", c.as + ": updated to what its entry now asks for"
+		line = c.as + ": updated to what its entry now asks for"
+		if changed := entryChanges(c.entry, it.g); len(changed) > 0 {
+			line += " (" + h.scrubbed(c, errors.New(strings.Join(changed, "; "))) + ")"
+		}
+		return c, "updated", line
 	case c.recorded && c.record.Withdrawn:
 		return c, "reinstated", c.as + ": reinstated (its login given back)"
 	case c.recorded:
