@@ -387,6 +387,7 @@ func (b *fakeBackend) HoldsAll(ctx context.Context, ps []ports.Provision, each t
 		out[i].Holding, out[i].Err = b.holds(cctx, p)
 		timedOut = errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
+		ports.Answered(ctx, 1) // as each is answered, as the contract says
 	}
 	return out
 }

@@ -29,6 +29,9 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 	}
 	items := h.itemPtrs[:len(given)]
 	for i, g := range given {
+		if i > 0 && i%secretsCounted == 0 {
+			h.returned(secretsCounted, nil) // progress: "reading secrets: 40,960 of 100,000"
+		}
 		it := &h.items[i]
 		c := h.consumers.add(g.As)
 		*it = item{c: c, g: g, index: i}
@@ -44,8 +47,12 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		it.hash = fingerprint(c, g, pw)
 	}
 	h.noteFolders(items)
+	h.phaseDone()
 	return items
 }
+
+// secretsCounted is how many secrets are read between two moves of the pass's progress.
+const secretsCounted = 1024
 
 // fingerprint is what g asks for under password pw, as a digest, so the loop's memory keeps no
 // password in it. It is kept with c's secret, and made again only when the password or what g

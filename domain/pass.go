@@ -65,6 +65,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	if verifying {
 		h.verifiedAt = h.clock.Now()
 	}
+	h.phase("reading secrets", len(given))
 	items := h.readSecrets(given)
 	leaving := h.planLeaving()
 	use := !h.recordRead || verifying
@@ -74,15 +75,18 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	if use {
 		// The backend is used this pass: first as a whole, which also reads its record.
+		h.phase("reading the record", 0)
 		if !h.readRecord(ctx, &r) {
 			h.settleUnchecked(items, &r)
 			return r
 		}
 		leaving = h.planLeaving()
 	}
+	h.phase("planning", 0)
 	h.plan(items, verifying)
 	h.grantLogins(items)
 	h.run(ctx, items)
+	h.phase("settling", 0)
 	h.settle(items, &r)
 	h.withdraw(ctx, leaving, &r)
 	return r

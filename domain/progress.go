@@ -19,8 +19,10 @@ type Progress struct {
 	Pass int64
 	// Started is when the pass started, by the loop's clock.
 	Started time.Time
-	// Doing is what the pass is doing: "reading", "creating", "checking", "applying again" or
-	// "withdrawing"; Done of Of calls of it have returned, the first of them at Since.
+	// Doing is what the pass is doing: "reading the file", "reading secrets", "reading the
+	// record", "planning", "creating", "checking", "applying again", "settling" or
+	// "withdrawing"; Done of Of of its steps are done (calls that returned, secrets read,
+	// checks answered), counted from Since; Of is 0 where it is one step.
 	Doing    string
 	Done, Of int
 	Since    time.Time
@@ -59,7 +61,7 @@ func (h *Harness) begin() {
 	h.doing.mu.Lock()
 	defer h.doing.mu.Unlock()
 	now := h.clock.Now()
-	h.doing.now = Progress{Running: true, Pass: h.doing.now.Pass + 1, Started: now, Doing: "reading", Since: now}
+	h.doing.now = Progress{Running: true, Pass: h.doing.now.Pass + 1, Started: now, Doing: "reading the file", Since: now}
 }
 
 // end marks the pass over.
@@ -77,13 +79,20 @@ func (h *Harness) phase(doing string, calls int) {
 	p.Doing, p.Done, p.Of, p.Since = doing, 0, calls, h.clock.Now()
 }
 
+// phaseDone counts every call of the phase as returned.
+func (h *Harness) phaseDone() {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	h.doing.now.Done = h.doing.now.Of
+}
+
 // returned counts n calls of the phase that returned, and the backend call it made for it (nil
 // for checks), as settle will count it.
 func (h *Harness) returned(n int, it *item) {
 	h.doing.mu.Lock()
 	defer h.doing.mu.Unlock()
 	p := &h.doing.now
-	p.Done += n
+	p.Done = min(p.Done+n, p.Of)
 	switch {
 	case it == nil:
 	case it.act == check && it.checked.Held:

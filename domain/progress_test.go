@@ -47,14 +47,44 @@ func TestProgressSaysWhereALongPassStands(t *testing.T) {
 	is.True(!ok)
 
 	// The next pass counts from zero: a consumer lost is applied again.
-	w.backend.createFn = nil
+	var during domain.Progress
+	w.backend.createFn = func(context.Context, ports.Provision) { during = w.h.Progress() }
 	w.backend.lose("b")
 	r = w.pass(domain.DefaultVerifyEvery)
 	is.Equal(r.Reapplied, 1)
+	is.Equal(during.Doing, "applying again")
 	p := w.h.Progress()
 	is.Equal(p.Pass, int64(2))
 	is.Equal([]int{p.Created, p.Reapplied, p.Failures}, []int{0, 1, 0}) // as the Report counts them
-	is.Equal(p.Doing, "applying again")
+	is.Equal(p.Doing, "settling")                                       // its last step named, not the one before
+}
+
+// Issue 39, case 3: progress names the phase the pass is in, and a batch of checks counts its
+// answers as they come rather than standing at 0 of N until the whole batch returns.
+func TestProgressNamesItsPhaseAndCountsChecksAsTheyAreAnswered(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for _, as := range []string{"a", "b", "c", "d", "e"} {
+		w.write("/s/"+as, "pw")
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	w.pass(0)
+	var seen []domain.Progress
+	w.backend.holdsFn = func(context.Context, ports.Provision) error {
+		seen = append(seen, w.h.Progress())
+		return nil
+	}
+	w.pass(domain.DefaultVerifyEvery)
+	is.Equal(len(seen), 5)
+	for i, p := range seen {
+		is.Equal(p.Doing, "checking")
+		is.Equal([]int{p.Done, p.Of}, []int{i, 5}) // each answer counted as it comes
+	}
+	p := w.h.Progress()
+	is.Equal([]int{p.Done, p.Of}, []int{0, 0}) // settled: "settling", one step
+	is.Equal(p.Doing, "settling")
 }
 
 func TestProgressBeforeACallReturnedHasNoEstimate(t *testing.T) {

@@ -36,9 +36,12 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	}
 	h.phase("checking", len(ps))
 	start := h.clock.Now()
-	answers := h.backend.HoldsAll(ctx, ps, h.cfg.HoldsTimeout)
+	// The count moves as the backend answers (a batch of checks inside databases takes a
+	// minute), and stands at every check once the batch has returned.
+	traced := ports.WithCheckTrace(ctx, &ports.CheckTrace{Answered: func(n int) { h.returned(n, nil) }})
+	answers := h.backend.HoldsAll(traced, ps, h.cfg.HoldsTimeout)
 	h.step()
-	h.returned(len(ps), nil)
+	h.phaseDone()
 	h.debug("", "checks: %d consumers asked in one batch in %s", len(ps), h.clock.Now().Sub(start))
 	h.resume = 0
 	stopped := false

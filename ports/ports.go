@@ -212,7 +212,8 @@ type Backend interface {
 	// backend could not be asked about that consumer, not that it is lost. each bounds the
 	// check of any one consumer, from when that check starts (not while it waits its turn).
 	// Once a check has timed out, the checks not yet started are not made: their answers' Err
-	// wraps ErrNotAsked. It changes nothing.
+	// wraps ErrNotAsked. It changes nothing. As checks are answered it tells the CheckTrace
+	// ctx carries (Answered), once for each at most.
 	HoldsAll(ctx context.Context, ps []Provision, each time.Duration) []Checked
 	// Foresee answers, in the order of ps, what Create would do for each, and changes nothing:
 	// no write, no lock, no lease. A refusal's Why is the reason Create's error would give.

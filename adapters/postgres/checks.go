@@ -26,8 +26,12 @@ import (
 // trip and each database's check from when it starts, not while it waits for a connection or
 // a slot; once one timed out, the database checks not yet started are not made (ErrNotAsked).
 func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
+	var told atomic.Int64
+	answered := func(n int) { told.Add(int64(n)); ports.Answered(ctx, n) }
+	found := b.check(ctx, ps, each, answered)
+	ports.Answered(ctx, len(ps)-int(told.Load())) // those answered without a call: refused, or not asked
 	out := make([]ports.Checked, len(ps))
-	for i, c := range b.check(ctx, ps, each) {
+	for i, c := range found {
 		out[i] = c.Checked
 		if c.Err == nil {
 			out[i].Drift = words(c.changes)
@@ -44,8 +48,13 @@ type checked struct {
 	changes []change
 }
 
-// check is HoldsAll with the changes typed, for Foresee to read as they are.
-func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration) []checked {
+// check is HoldsAll with the changes typed, for Foresee to read as they are. answered, where
+// not nil, is told as checks are answered: those the catalog decides at once, then each check
+// inside a database as it returns.
+func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration, answered func(int)) []checked {
+	if answered == nil {
+		answered = func(int) {}
+	}
 	out := make([]checked, len(ps))
 	wants := make([]wanted, len(ps))
 	var roles, databases, named []string
@@ -96,11 +105,13 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		}
 		deep = append(deep, k)
 	}
+	answered(len(index) - len(deep)) // decided by the catalog alone
 	var timedOut atomic.Bool
 	boundedEach(len(deep), cap(b.databases), func(j int) {
 		k := deep[j]
 		i := index[k]
 		out[i] = b.checkInside(ctx, each, &timedOut, ps[i], wants[i], seen[k], inside[k], available)
+		answered(1)
 	})
 	for k, i := range index {
 		if out[i].Err == nil {

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,4 +70,37 @@ func TestAChecksDeadlineStartsWhenItStarts(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("HoldsAll did not return")
 	}
+}
+
+// A batch of checks tells its trace as its answers come, the catalog's at once and each check
+// inside a database as it returns, and every consumer once by the batch's end (issue 39: the
+// progress stood at "checking: 0 of 1,000" through a minute of checks inside databases).
+func TestHoldsAllTellsItsTraceEachAnswerAsItComes(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	if !e.available("pg_trgm") {
+		t.Skip("pg_trgm is not available on this server")
+	}
+	inside := []ports.Provision{provision(name("trace"), "pg_trgm"), provision(name("trace"), "pg_trgm")}
+	for _, p := range inside {
+		e.mustCreate(p)
+	}
+	ps := append(inside, provision(name("trace")), ports.Provision{As: `bad"name`}) // never made; refused
+	var mu sync.Mutex
+	var told []int
+	traced := ports.WithCheckTrace(ctx, &ports.CheckTrace{Answered: func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, n)
+	}})
+	answers := e.b.HoldsAll(traced, ps, time.Minute)
+	is.True(answers[0].Held && answers[1].Held)
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, n := range told {
+		total += n
+	}
+	is.Equal(total, len(ps)) // each once
+	is.True(len(told) >= 3)  // the catalog's answer, then each inside check as it returned
 }

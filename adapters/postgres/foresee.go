@@ -69,7 +69,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		checked[k] = ps[i]
 		checked[k].Login = true // what Create would do turns on the password too
 	}
-	for k, a := range b.check(ctx, checked, each) {
+	for k, a := range b.check(ctx, checked, each, nil) {
 		i := check[k]
 		switch {
 		case a.Err != nil:

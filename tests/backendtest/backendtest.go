@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,6 +174,26 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		create(t, p)
 		if !holds(t, p) {
 			t.Fatal("not held after a create let make a change it is not due")
+		}
+	})
+	t.Run("a batch of checks tells its trace each answer, once at most", func(t *testing.T) {
+		made, other := fresh(), fresh()
+		create(t, made)
+		var mu sync.Mutex
+		told := 0
+		traced := ports.WithCheckTrace(ctx, &ports.CheckTrace{Answered: func(n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n <= 0 {
+				t.Errorf("told %d answers", n)
+			}
+			told += n
+		}})
+		answers := b.HoldsAll(traced, []ports.Provision{made, other, made}, time.Minute)
+		mu.Lock()
+		defer mu.Unlock()
+		if told < 1 || told > len(answers) {
+			t.Fatalf("told %d answers of a batch of %d", told, len(answers))
 		}
 	})
 	t.Run("another password is not held until created", func(t *testing.T) {
