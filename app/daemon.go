@@ -26,6 +26,8 @@ type loop interface {
 	LastProgress() time.Time
 	// Progress is where the pass under way stands (any goroutine may ask).
 	Progress() domain.Progress
+	// Settling is, during the first pass, every listed consumer as far as it has got.
+	Settling() []domain.Status
 }
 
 // server is what the daemon asks of the backend besides what the loop does with it, to say

@@ -42,6 +42,7 @@ func (l *fakeLoop) Run(context.Context, <-chan struct{}, func(domain.Report)) {}
 func (l *fakeLoop) RetryNow()                                                 {}
 func (l *fakeLoop) LastProgress() time.Time                                   { return l.progress }
 func (l *fakeLoop) Progress() domain.Progress                                 { return domain.Progress{} }
+func (l *fakeLoop) Settling() []domain.Status                                 { return nil }
 
 func newTestDaemon(s *fakeServer, l *fakeLease) *daemon {
 	return newDaemon(Config{Resource: "postgres", Every: 5 * time.Second, HoldsTimeout: 30 * time.Second},

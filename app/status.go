@@ -25,7 +25,8 @@ type statusDoc struct {
 	FileProblem string `json:"file_problem,omitempty"`
 	// Pass is where the pass under way stands, once it has run for a few seconds (progress.go).
 	Pass *progressDoc `json:"pass,omitempty"`
-	// Consumers is every consumer the file lists, in its order.
+	// Consumers is every consumer the file lists, in its order; during the first pass, as far
+	// as each has got (its create returned, else unchecked).
 	Consumers []domain.Status `json:"consumers"`
 	// Usage is each listed consumer's usage as last read (--usage-every), by login; a consumer
 	// not read yet (or without a role) has none.
@@ -74,6 +75,12 @@ func (d *daemon) status() statusDoc {
 		}
 		if r.Rollouts != nil {
 			doc.Rollouts = r.Rollouts
+		}
+	}
+	if len(doc.Consumers) == 0 {
+		if listed := d.loop.Settling(); listed != nil { // the first pass under way: as far as each has got
+			doc.Consumers = listed
+			doc.Usage = nil
 		}
 	}
 	return doc

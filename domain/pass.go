@@ -67,6 +67,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	h.phase("reading secrets", len(given))
 	items := h.readSecrets(given)
+	h.listing(items)
 	leaving := h.planLeaving()
 	use := !h.recordRead || verifying
 	if !use {

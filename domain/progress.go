@@ -2,6 +2,7 @@ package domain
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ func (p Progress) Left(now time.Time) (left time.Duration, ok bool) {
 type progress struct {
 	mu  sync.Mutex
 	now Progress
+	// listed is, during a pass before any has settled (the first, which at thousands of
+	// consumers takes minutes), every listed consumer in the file's order, each as its call
+	// returned, else unchecked: what /status shows until the pass settles (Settling).
+	listed []Status
 }
 
 // Progress is where the pass under way stands; Running is false between passes. It may be
@@ -69,6 +74,57 @@ func (h *Harness) end() {
 	h.doing.mu.Lock()
 	defer h.doing.mu.Unlock()
 	h.doing.now.Running = false
+	h.doing.listed = nil
+}
+
+// Settling is, while the first pass runs (no pass has settled a listing yet), every consumer
+// the file lists, in its order: as its create returned (applied, incomplete, failing or
+// refused; said, with the reason, once the pass settles), else unchecked. Nil otherwise: the
+// last pass's Report says where each stands. It may be called from any goroutine.
+func (h *Harness) Settling() []Status {
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	if !h.doing.now.Running || h.doing.listed == nil {
+		return nil
+	}
+	return slices.Clone(h.doing.listed)
+}
+
+// listing starts Settling's list for a pass that reads items before any pass has settled a
+// listing; later passes keep none (the last Report's stands, and copying it every pass would
+// cost what the loop saves by not).
+func (h *Harness) listing(items []*item) {
+	if h.viewStatus != nil {
+		return
+	}
+	listed := make([]Status, len(items))
+	for i, it := range items {
+		listed[i] = Status{As: it.c.as, State: StateUnchecked}
+		switch {
+		case it.unreadable != nil:
+			listed[i].State = StateWaitingForSecret
+		case it.refused != nil:
+			listed[i].State = StateFailing
+		}
+	}
+	h.doing.mu.Lock()
+	defer h.doing.mu.Unlock()
+	h.doing.listed = listed
+}
+
+// returnedState is where a listed consumer whose create just returned stands, as settle will
+// find it, for Settling.
+func returnedState(it *item) State {
+	var incomplete *ports.Incomplete
+	switch {
+	case it.err == nil && len(it.lacks) > 0, errors.As(it.err, &incomplete):
+		return StateIncomplete
+	case it.err == nil:
+		return StateApplied
+	case isRefusal(it.err):
+		return StateRefused
+	}
+	return StateFailing
 }
 
 // phase says the pass now does doing, of calls to the backend.
@@ -93,6 +149,9 @@ func (h *Harness) returned(n int, it *item) {
 	defer h.doing.mu.Unlock()
 	p := &h.doing.now
 	p.Done = min(p.Done+n, p.Of)
+	if it != nil && it.act != withdraw && it.act != drop && it.index < len(h.doing.listed) {
+		h.doing.listed[it.index].State, h.doing.listed[it.index].Since = returnedState(it), h.clock.Now()
+	}
 	switch {
 	case it == nil:
 	case it.act == check && it.checked.Held:

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,4 +115,41 @@ func TestProgressCountsAStagedChangeAsTheReportDoes(t *testing.T) {
 	is.True(r.Rollouts[0].Halted != "")
 	p = w.h.Progress()
 	is.Equal([]int{p.Created, p.Reapplied, p.Failures}, []int{r.Created, r.Reapplied, r.Failures})
+}
+
+// Issue 39, case 3: the first pass lists the file's consumers as it goes (each as its create
+// returned, the rest unchecked), where /status said [] until it settled; later passes leave it
+// to the last Report.
+func TestTheFirstPassListsItsConsumersAsTheySettle(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	var entries []entry
+	for _, as := range []string{"a", "b", "c"} {
+		w.write("/s/"+as, "pw")
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...)
+	w.backend.createErr = map[string]error{"b": fmt.Errorf("create role b: no: %w", ports.ErrRefused)}
+	var seen [][]domain.Status
+	w.backend.createFn = func(context.Context, ports.Provision) { seen = append(seen, w.h.Settling()) }
+	w.pass(0)
+	is.Equal(len(seen), 3)
+	states := func(l []domain.Status) []string {
+		var out []string
+		for _, s := range l {
+			out = append(out, s.As+" "+string(s.State))
+		}
+		return out
+	}
+	is.Equal(states(seen[0]), []string{"a unchecked", "b unchecked", "c unchecked"}) // listed at once
+	is.Equal(states(seen[2]), []string{"a applied", "b refused", "c unchecked"})     // each as its create returned
+	is.Equal(w.h.Settling(), nil)                                                    // between passes: the Report's
+
+	seen = nil
+	w.write("/s/a", "rotated")
+	w.pass(domain.DefaultEvery)
+	is.True(len(seen) >= 1) // a's new password, and b's next try
+	for _, l := range seen {
+		is.Equal(l, nil) // a later pass keeps no list: the last Report stands
+	}
 }

@@ -125,17 +125,27 @@ func TestALongPassShowsItsProgress(t *testing.T) {
 
 	// While the first pass runs: /status says where it stands, and the counters move.
 	var text string
+	var listed []any
 	eventually(t, "/status says the pass is creating, part way, and the counter moved", func() bool {
-		pass, _ := p.statusOf()["pass"].(map[string]any)
+		doc := p.statusOf()
+		pass, _ := doc["pass"].(map[string]any)
 		if pass == nil || pass["doing"] != "creating" || pass["of"] != 200.0 {
 			return false
 		}
+		listed, _ = doc["consumers"].([]any)
 		done, _ := pass["done"].(float64)
 		text, _ = pass["text"].(string)
 		created := p.metric("provisioner_creates_total")
 		return done >= 20 && done < 180 && created >= 1 && created < 200 && pass["left_seconds"] != nil
 	})
 	is.True(regexp.MustCompile(`^creating: \d+ of 200, about \d+ (s|min) left$`).MatchString(text)) // as an operator reads it
+	// The consumers listed as the first pass settles them: those made applied, the rest unchecked.
+	is.Equal(len(listed), 200)
+	states := map[string]int{}
+	for _, c := range listed {
+		states[c.(map[string]any)["state"].(string)]++
+	}
+	is.True(states["applied"] >= 1 && states["unchecked"] >= 1 && states["applied"]+states["unchecked"] == 200)
 	out, _ := exec.Command(binary, "status", "--listen", p.listen).CombinedOutput()
 	is.True(regexp.MustCompile(`(?m)^pass under way for \S+: creating: \d+ of 200`).Match(out)) // provisioner status says it too
 	eventually(t, "a line says where the pass stands, before it ends", func() bool {
