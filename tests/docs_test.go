@@ -140,3 +140,24 @@ func TestEveryFlagIsInTheHelpWithAPlaceholderAndInTheDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestTheREADMEsTimingsAreTheLastCIRuns: the README's figures for make test and CI's whole run
+// are those .ci/timings keeps of CI's last run, not an older run's.
+func TestTheREADMEsTimingsAreTheLastCIRuns(t *testing.T) {
+	is := is.New(t)
+	raw, err := os.ReadFile("../.ci/timings")
+	is.NoErr(err)
+	readme, err := os.ReadFile("../README.md")
+	is.NoErr(err)
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	figure := func(name string) string {
+		m := regexp.MustCompile(`(?m)^\.ci/run: ` + regexp.QuoteMeta(name) + `: (\d+) s`).FindStringSubmatch(string(raw))
+		if m == nil {
+			t.Fatalf(".ci/timings has no figure for %s", name)
+		}
+		return m[1]
+	}
+	is.True(strings.Contains(text, "`make test` took "+figure("PostgreSQL 15 (Debian, pgvector), all")+" s in CI's last run")) // the whole suite on 15
+	is.True(strings.Contains(text, figure("PostgreSQL 18, all")+" s with `PG=18`"))
+	is.True(strings.Contains(text, "took "+figure("total")+" s in all"))
+}
