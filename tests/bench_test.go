@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -23,8 +25,19 @@ func BenchmarkFileChangeToRole(b *testing.B) {
 	}
 	url := pgserver.Shared(b).URL
 	m := newMesh(b)
-	m.give()
-	g, err := pgserver.StartGroup(exec.Command(bin, m.args("--database-url", url, "--every", "1h")...), syscall.SIGKILL)
+	// Beside others already provisioned, where PROVISIONER_BENCH_BESIDE names how many (each
+	// with pg_trgm): what a pass does for them stands between the wake and the new create.
+	beside, _ := strconv.Atoi(os.Getenv("PROVISIONER_BENCH_BESIDE"))
+	var others []consumer
+	if beside > 0 {
+		others = consumers("beside", beside, "pg_trgm")
+	}
+	m.give(others...)
+	args := []string{"--database-url", url, "--every", "1h"}
+	if every := os.Getenv("PROVISIONER_BENCH_VERIFY_EVERY"); every != "" { // a verify pass under way as the file changes
+		args = append(args, "--every", every, "--verify-every", every)
+	}
+	g, err := pgserver.StartGroup(exec.Command(bin, m.args(args...)...), syscall.SIGKILL)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +50,7 @@ func BenchmarkFileChangeToRole(b *testing.B) {
 	}
 	defer conn.Close(ctx)
 	change := func(as string) {
-		m.give(consumer{as: as, password: randomHex(8)}) // the previous consumer leaves as this one comes
+		m.give(append(others, consumer{as: as, password: randomHex(8)})...) // the previous consumer leaves as this one comes
 		await(b, conn, "SELECT count(*) FROM pg_roles WHERE rolname = '"+as+"'")
 	}
 	// settle waits for the rest of the pass that made as: its database, then the previous
@@ -47,6 +60,16 @@ func BenchmarkFileChangeToRole(b *testing.B) {
 		await(b, conn, "SELECT count(*) FROM pg_database WHERE datname = '"+as+"'")
 		if previous != "" {
 			await(b, conn, "SELECT count(*) FROM pg_roles WHERE rolname = '"+previous+"' AND NOT rolcanlogin")
+		}
+	}
+	if beside > 0 { // made first, by the first pass
+		last := others[len(others)-1].as
+		if err := poll.Until(ctx, "the others made", 10*time.Minute, 100*time.Millisecond, func() (bool, error) {
+			var n int
+			err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", last).Scan(&n)
+			return err == nil && n == 1, nil
+		}); err != nil {
+			b.Fatal(err)
 		}
 	}
 	// Two changes first, not timed: the passes of the start (the first, and the one the new
@@ -59,14 +82,19 @@ func BenchmarkFileChangeToRole(b *testing.B) {
 		previous = as
 	}
 	b.ResetTimer()
+	var toDatabase time.Duration
 	for range b.N {
 		as := name("watch")
+		began := time.Now()
 		change(as)
 		b.StopTimer()
+		await(b, conn, "SELECT count(*) FROM pg_database WHERE datname = '"+as+"'")
+		toDatabase += time.Since(began)
 		settle(as, previous)
 		previous = as
 		b.StartTimer()
 	}
+	b.ReportMetric(float64(toDatabase.Milliseconds())/float64(b.N), "ms-to-database/op") // what the consumer waits for
 }
 
 // await polls until sql counts one row, for up to 30 s, every millisecond: what is measured is
