@@ -120,14 +120,9 @@ func TestTheReportKeepsAWithdrawnConsumerWithItsDropDate(t *testing.T) {
 func TestTheReportShowsAHeldMassWithdrawal(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	var entries []entry
-	for _, as := range []string{"a", "b", "c", "d", "e"} {
-		w.write("/s/"+as, "pw")
-		entries = append(entries, consumer(as, "/s/"+as))
-	}
-	w.contributions(entries...)
+	w.list("a", "b", "c", "d", "e")
 	w.pass(0)
-	w.contributions(entries[0])
+	w.contributions(consumer("a", "/s/a"))
 	r := w.pass(domain.DefaultWithdrawSettle * 2)
 	is.True(r.MassWithdrawal)
 	is.Equal(len(r.Leaving), 4)

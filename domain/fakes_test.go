@@ -639,6 +639,18 @@ func newApplied(t *testing.T) *world {
 }
 
 // contributions writes the file with the given entries.
+// list writes a secret "pw" for each of names and lists them, in that order, with consumer's
+// entry.
+func (w *world) list(names ...string) {
+	w.t.Helper()
+	entries := make([]entry, len(names))
+	for i, as := range names {
+		w.write("/s/"+as, "pw")
+		entries[i] = consumer(as, "/s/"+as)
+	}
+	w.contributions(entries...)
+}
+
 func (w *world) contributions(entries ...entry) {
 	w.t.Helper()
 	given := make([]any, len(entries))

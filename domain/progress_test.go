@@ -15,12 +15,7 @@ import (
 func TestProgressSaysWhereALongPassStands(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	var entries []entry
-	for _, as := range []string{"a", "b", "c", "d"} {
-		w.write("/s/"+as, "pw")
-		entries = append(entries, consumer(as, "/s/"+as))
-	}
-	w.contributions(entries...)
+	w.list("a", "b", "c", "d")
 	var seen []domain.Progress
 	var at []time.Time
 	w.backend.createFn = func(context.Context, ports.Provision) {
@@ -65,12 +60,7 @@ func TestProgressSaysWhereALongPassStands(t *testing.T) {
 func TestProgressNamesItsPhaseAndCountsChecksAsTheyAreAnswered(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	var entries []entry
-	for _, as := range []string{"a", "b", "c", "d", "e"} {
-		w.write("/s/"+as, "pw")
-		entries = append(entries, consumer(as, "/s/"+as))
-	}
-	w.contributions(entries...)
+	w.list("a", "b", "c", "d", "e")
 	w.pass(0)
 	var seen []domain.Progress
 	w.backend.holdsFn = func(context.Context, ports.Provision) error {
@@ -123,12 +113,7 @@ func TestProgressCountsAStagedChangeAsTheReportDoes(t *testing.T) {
 func TestTheFirstPassListsItsConsumersAsTheySettle(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	var entries []entry
-	for _, as := range []string{"a", "b", "c"} {
-		w.write("/s/"+as, "pw")
-		entries = append(entries, consumer(as, "/s/"+as))
-	}
-	w.contributions(entries...)
+	w.list("a", "b", "c")
 	w.backend.createErr = map[string]error{"b": fmt.Errorf("create role b: no: %w", ports.ErrRefused)}
 	var seen [][]domain.Status
 	w.backend.createFn = func(context.Context, ports.Provision) { seen = append(seen, w.h.Settling()) }

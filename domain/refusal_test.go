@@ -18,8 +18,7 @@ import (
 func TestACheckTheBackendRefusesIsSaidAsARefusal(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	w.write("/s/a", "pw-a")
-	w.contributions(consumer("a", "/s/a"))
+	w.list("a")
 	w.pass(0)
 	w.log.take()
 	offList := fmt.Errorf("check a: setting work_mem: not allowed on this server (--allow-settings): %w", ports.ErrInvalid)
@@ -43,10 +42,7 @@ func TestACheckTheBackendRefusesIsSaidAsARefusal(t *testing.T) {
 func TestARefusalManyConsumersMeetIsOneLine(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)
-	for _, as := range []string{"a", "b", "c"} {
-		w.write("/s/"+as, "pw-"+as)
-	}
-	w.contributions(consumer("a", "/s/a"), consumer("b", "/s/b"), consumer("c", "/s/c"))
+	w.list("a", "b", "c")
 	w.pass(0)
 	w.log.take()
 	w.backend.holdsFn = func(_ context.Context, p ports.Provision) error {
