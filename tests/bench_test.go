@@ -3,8 +3,8 @@ package tests
 import (
 	"os"
 	"os/exec"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
