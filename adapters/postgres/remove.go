@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,7 +40,7 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 	if err := b.checkName("login", as); err != nil {
 		return err
 	}
-	return b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
 		r, f, err := b.withdrawLogin(ctx, conn, as, mark)
 		if err != nil || !f.role {
 			return err
@@ -48,6 +50,29 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 		}
 		return then(ctx, conn, r, f)
 	})
+	if err == nil {
+		b.forget(as)
+	}
+	return err
+}
+
+// forget lets go of what the Backend remembers of the consumer as, once it is withdrawn or
+// dropped: the extensions and updates the server refused it, and what its creates said of it
+// once. Listed again, it is asked of the server anew.
+func (b *Backend) forget(as string) {
+	prefix := as + "/"
+	for _, m := range []*sync.Map{&b.refusedExt, &b.refusedUpdate} {
+		m.Range(func(k, _ any) bool {
+			if strings.HasPrefix(k.(string), prefix) {
+				m.Delete(k)
+			}
+			return true
+		})
+	}
+	// What its creates said; not what a withdrawal says, which every withdrawal of it (a pass's
+	// retry) would say again.
+	b.said.forget(prefix)
+	b.said.forget("revoke/" + prefix)
 }
 
 // Drop removes everything the provider made for the login as, and nothing else, in an order

@@ -5,6 +5,7 @@ package postgres
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/novox/postgres-provider/ports"
@@ -35,6 +36,17 @@ func (s *saidOnce) first(key, text string) bool {
 	}
 	s.said[key] = text
 	return true
+}
+
+// forget forgets what was said of every key that starts with prefix (a consumer's "role/").
+func (s *saidOnce) forget(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.said {
+		if strings.HasPrefix(key, prefix) {
+			delete(s.said, key)
+		}
+	}
 }
 
 // clear forgets what was said of key: said again should it come back.
