@@ -494,6 +494,12 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 	is.True(errors.Is(err, context.DeadlineExceeded)) // and so does Remove
 }
 
+// The adapter, opened as the daemon opens it, keeps the contract of ports.Server.
+func TestServerKeepsTheContract(t *testing.T) {
+	e := newEnv(t)
+	backendtest.RunServer(t, e.openServer(e.srv.URL), "", func() ports.Provision { return provision(name("server")) })
+}
+
 // The adapter keeps the contract of ports.Backend.
 func TestBackendKeepsTheContract(t *testing.T) {
 	e := newEnv(t)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"flag"
 	"strconv"
 	"testing"
 
@@ -89,4 +90,24 @@ func (e *env) connect(t *testing.T, db string) *pgx.Conn {
 		t.Fatalf("connect to %s as the superuser: %v", db, err)
 	}
 	return conn
+}
+
+// openServer opens Servers as the daemon does (ports.Kind: the flags, then Open) on url, each
+// closed at its test's end.
+func (e *env) openServer(url string) func(t *testing.T, resource string) ports.Server {
+	return func(t *testing.T, resource string) ports.Server {
+		t.Helper()
+		var f postgres.Flags
+		fs := flag.NewFlagSet("contract", flag.ContinueOnError)
+		f.Flags(fs)
+		if err := fs.Parse([]string{"--database-url", url}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := f.Open(ports.Options{Resource: resource, Log: e.log})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
 }

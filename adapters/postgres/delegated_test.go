@@ -70,6 +70,9 @@ func TestDelegatedKeepsTheContract(t *testing.T) {
 		},
 	})
 	backendtest.Run(t, b, func() ports.Provision { return provision(name("deleg"), "pg_trgm") }, w)
+	t.Run("server", func(t *testing.T) {
+		backendtest.RunServer(t, e.openServer(e.urlAs(prov, "prov-pw")), "prov-pw", func() ports.Provision { return provision(name("deleg")) })
+	})
 }
 
 func TestDelegatedMakesWhatTheSuperuserMakes(t *testing.T) {
