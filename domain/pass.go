@@ -25,7 +25,9 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	defer h.end()
 	if h.retry.Swap(false) {
 		for _, c := range h.consumers.by {
-			c.refusal = nil
+			if c.refusal != nil { // tried at once, and still refused until it is made
+				c.refusal.times, c.refusal.nextAt = 0, time.Time{}
+			}
 		}
 		if h.stages.resumeRollouts() {
 			h.verifiedAt = time.Time{} // checked at once, so that the rollout goes on

@@ -32,6 +32,8 @@ func TestACheckTheBackendRefusesIsSaidAsARefusal(t *testing.T) {
 	w.pass(time.Minute)
 	is.Equal(len(w.log.take()), 0)              // said once
 	is.Equal(w.backend.createsOf("a"), creates) // and nothing made or taken away
+	w.h.RetryNow()                              // SIGHUP: a pass that checks nothing still shows it refused
+	is.Equal(w.pass(time.Second).Consumers["a"], domain.StateRefused)
 
 	w.backend.holdsFn = nil // allowed again
 	is.Equal(w.pass(time.Minute).Consumers["a"], domain.StateApplied)

@@ -203,7 +203,7 @@ func (h *Harness) createFailed(c *consumer, err error) string {
 		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
 		return text
 	}
-	wait := c.refusal.nextAt.Sub(h.clock.Now()).Round(time.Second)
+	wait := max(c.refusal.nextAt.Sub(h.clock.Now()), 0).Round(time.Second)
 	h.say(slog.LevelWarn, c.as, "%s: refused: %s%s", c.as, text,
 		h.retrying(fmt.Sprintf("; tried again in %s, or at once when its entry changes or on SIGHUP", wait)))
 	return text
