@@ -80,7 +80,6 @@ func (d *daemon) status() statusDoc {
 	if len(doc.Consumers) == 0 {
 		if listed := d.loop.Settling(); listed != nil { // the first pass under way: as far as each has got
 			doc.Consumers = listed
-			doc.Usage = nil
 		}
 	}
 	return doc

@@ -28,6 +28,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		h.items, h.itemPtrs = make([]item, len(given)), make([]*item, len(given))
 	}
 	items := h.itemPtrs[:len(given)]
+	h.phase("reading secrets", len(given))
 	for i, g := range given {
 		if i > 0 && i%secretsCounted == 0 {
 			h.returned(secretsCounted, nil) // progress: "reading secrets: 40,960 of 100,000"

@@ -67,7 +67,6 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	if verifying {
 		h.verifiedAt = h.clock.Now()
 	}
-	h.phase("reading secrets", len(given))
 	items := h.readSecrets(given)
 	h.listing(items)
 	leaving := h.planLeaving()

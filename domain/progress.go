@@ -99,13 +99,7 @@ func (h *Harness) listing(items []*item) {
 	}
 	listed := make([]Status, len(items))
 	for i, it := range items {
-		listed[i] = Status{As: it.c.as, State: StateUnchecked}
-		switch {
-		case it.unreadable != nil:
-			listed[i].State = StateWaitingForSecret
-		case it.refused != nil:
-			listed[i].State = StateFailing
-		}
+		listed[i] = Status{As: it.c.as, State: stateOf(it)} // nothing settled yet: its secret, else unchecked
 	}
 	h.doing.mu.Lock()
 	defer h.doing.mu.Unlock()
@@ -115,9 +109,8 @@ func (h *Harness) listing(items []*item) {
 // returnedState is where a listed consumer whose create just returned stands, as settle will
 // find it, for Settling.
 func returnedState(it *item) State {
-	var incomplete *ports.Incomplete
 	switch {
-	case it.err == nil && len(it.lacks) > 0, errors.As(it.err, &incomplete):
+	case it.err == nil && len(it.lacks) > 0: // creates took an *ports.Incomplete as lacks
 		return StateIncomplete
 	case it.err == nil:
 		return StateApplied

@@ -94,7 +94,11 @@ type sharedCause struct {
 
 // refusedCause is the key of a refusal several consumers' checks meet, apart from the causes of
 // checks that could not be made.
-func refusedCause(err error) string { return "refused\x00" + causeOf(err) }
+func refusedCause(err error) string { return refusalKey(causeOf(err)) }
+
+// refusalKey is a refusal's cause (its text) as the loop keys it, apart from the same text as a
+// check that could not be made.
+func refusalKey(cause string) string { return "refused\x00" + cause }
 
 // sharedCauses are the reasons more than one consumer could not be checked this pass, by their
 // cause (causeOf); a cause already said for several that fewer meet this pass is still theirs,
@@ -191,7 +195,7 @@ func (h *Harness) sayShared(s *sharedCause) {
 // key is what the loop remembers of s by: its text, a refusal's apart.
 func (s *sharedCause) key() string {
 	if s.refused {
-		return "refused\x00" + s.text
+		return refusalKey(s.text)
 	}
 	return s.text
 }
