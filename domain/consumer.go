@@ -53,6 +53,11 @@ type consumer struct {
 	waitSaid time.Time
 	// removing is its withdrawal or drop under way: said once, and its failures.
 	removing *repeat
+	// held is what holds its drop back (ports.DropHeld), and heldFails how many times in a
+	// row its archive failed; retryDrop is when a failed one is tried again.
+	held      *ports.DropHeld
+	heldFails int
+	retryDrop time.Time
 
 	// status is what the Report says of it while it is listed.
 	status *Status

@@ -128,7 +128,11 @@ func (h *Harness) planLeaving() []*item {
 		case !c.recorded || h.cfg.OnWithdraw != Drop || c.record.Since.IsZero():
 		default:
 			h.seeWithdrawn(c)
-			switch due := dropDue(c, h.cfg.DropAfter, now); {
+			due := dropDue(c, h.cfg.DropAfter, now)
+			if c.retryDrop.After(due) {
+				due = c.retryDrop // its archive failed: tried again after a back-off
+			}
+			switch {
 			case !now.Before(due):
 				out = append(out, &item{c: c, act: drop})
 			case due.Before(h.nextDrop):

@@ -74,7 +74,11 @@ const (
 	// LeavingWithdrawn: its login taken away, its data kept; with the drop policy, dropped
 	// at DropAt.
 	LeavingWithdrawn LeavingState = "withdrawn"
-	// LeavingFailing: its withdrawal or drop failed (LastError), and is tried again.
+	// LeavingArchiving: withdrawn; its drop waits for its archive, under way (LastError says
+	// where to, and since when).
+	LeavingArchiving LeavingState = "archiving"
+	// LeavingFailing: its withdrawal or drop failed (LastError), and is tried again; a drop
+	// held by a failed archive says "drop held: archive failed: ...".
 	LeavingFailing LeavingState = "failing"
 )
 

@@ -267,6 +267,11 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 		if !it.called {
 			continue // a stop came first
 		}
+		if held := (*ports.DropHeld)(nil); errors.As(it.err, &held) {
+			h.dropHeld(c, held, r)
+			continue
+		}
+		c.held, c.heldFails = nil, 0
 		if it.err != nil {
 			r.Failures++
 			verb := "remove"
@@ -294,6 +299,29 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 		h.stages.forgetSaid(c.as)
 	}
 }
+
+// dropHeld records and says a drop the backend holds back: an archive under way is said once,
+// and the drop called again next pass; a failed one is said as the drop's failure and tried
+// again after a back-off that doubles from dropRetryFirst to maxBackoff.
+func (h *Harness) dropHeld(c *consumer, held *ports.DropHeld, r *Report) {
+	c.held = held
+	if !held.Failed {
+		if c.removing.tally(held.Error()) {
+			h.say(slog.LevelInfo, c.as, "%s: %s", c.as, h.scrubbed(c, held))
+		}
+		return
+	}
+	r.Failures++
+	wait := min(dropRetryFirst<<min(c.heldFails, 10), maxBackoff)
+	c.heldFails++
+	c.retryDrop = h.clock.Now().Add(wait)
+	if c.removing.tally(held.Error()) {
+		h.say(slog.LevelWarn, c.as, "%s: %s%s", c.as, h.scrubbed(c, held), h.retrying(fmt.Sprintf("; tried again in %s", wait)))
+	}
+}
+
+// dropRetryFirst is the first wait before a drop whose archive failed is tried again.
+const dropRetryFirst = time.Minute
 
 // tally counts text once more in *r, made at the first, and reports whether this time is one
 // to say: a consumer's repeats are nil until something fails.

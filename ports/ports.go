@@ -146,6 +146,19 @@ type Incomplete struct {
 
 func (e *Incomplete) Error() string { return "incomplete: lacks " + strings.Join(e.Lacks, "; ") }
 
+// DropHeld is a drop the backend holds back until what must come first is done: its archive
+// (the backend's own, taken in the background, so that the pass does not wait for it). Nothing
+// was dropped; the loop calls Drop again. While Failed is false the archive is under way (since
+// Since); where it is true, Reason says why it failed, and the next Drop tries again. Told apart
+// with errors.As.
+type DropHeld struct {
+	Reason string
+	Failed bool
+	Since  time.Time
+}
+
+func (e *DropHeld) Error() string { return "drop held: " + e.Reason }
+
 // Checked is one consumer's answer in a batch of checks.
 type Checked struct {
 	Holding
@@ -229,6 +242,16 @@ type Backend interface {
 	// (the backend unreachable, the provider not allowed, ...), and says why in words an
 	// operator can act on; nothing may be withdrawn on its account.
 	Managed(ctx context.Context) ([]Managed, error)
+}
+
+// Restorer is a Backend that keeps an archive of what it drops, and brings it back
+// (provisioner restore).
+type Restorer interface {
+	// Restore makes what Drop archived of the consumer as again, from its last archive, or from
+	// the file from (a copy of one the record knows), withdrawn; it answers what it did, in
+	// words an operator reads. It refuses where the consumer is active or what it would make
+	// exists.
+	Restore(ctx context.Context, as, from string) (string, error)
 }
 
 // LoginChecker is a Backend that may check passwords by logging in as the consumers (a
