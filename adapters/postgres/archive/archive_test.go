@@ -1,0 +1,254 @@
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+)
+
+// fakes writes a pg_dump and a pg_restore into a folder of the test's: pg_dump prints its
+// version, or does what the file mode beside it says (write a file's content, "fail", "sleep"),
+// its environment and arguments written to env.txt and args.txt beside it; pg_restore --list reads the file or stdin, and fails on data that starts
+// with BAD.
+func fakes(t *testing.T) (dir, pgDump string) {
+	t.Helper()
+	dir = t.TempDir()
+	scripts := map[string]string{
+		"pg_dump": `#!/bin/sh
+[ "$1" = --version ] && { echo 'pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)'; exit 0; }
+env > "$(dirname "$0")/env.txt"
+echo "$@" > "$(dirname "$0")/args.txt"
+mode=$(cat "$(dirname "$0")/mode")
+case "$mode" in
+fail) echo 'pg_dump: error: query failed: ERROR:  permission denied for table secret' >&2; exit 1 ;;
+sleep) echo $$ > "$(dirname "$0")/pid.txt"; exec sleep 60 ;;
+*) cat "$mode" ;;
+esac
+`,
+		"pg_restore": `#!/bin/sh
+[ "$1" = --list ] || exit 2
+if [ -n "$2" ]; then head -c 3 "$2"; else head -c 3; fi | grep -q BAD && { echo 'pg_restore: error: did not find magic string' >&2; exit 1; }
+exit 0
+`,
+	}
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, filepath.Join(dir, "pg_dump")
+}
+
+// dumping makes the fake pg_dump in bin write content.
+func dumping(t *testing.T, bin, content string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dump")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doing(t, bin, path)
+}
+
+// doing sets the fake pg_dump's mode.
+func doing(t *testing.T, bin, mode string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(bin, "mode"), []byte(mode), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sumOf(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+var ctx = context.Background()
+
+func TestAnArchiveInTheFolderIsWholeAndChecked(t *testing.T) {
+	is := is.New(t)
+	bin, pgDump := fakes(t)
+	dir := t.TempDir()
+	a, err := New(Config{Dir: dir, PgDump: pgDump})
+	is.NoErr(err)
+	content := strings.Repeat("PGDMP data ", 100000)
+	dumping(t, bin, content)
+	made, err := a.Archive(ctx, Source{Env: []string{"PGPASSWORD=s3cret"}, Role: "letta"}, "letta.dump")
+	is.NoErr(err)
+	is.Equal(made.Size, int64(len(content)))
+	is.Equal(made.SHA256, sumOf(content))
+	got, err := os.ReadFile(filepath.Join(dir, "letta.dump"))
+	is.NoErr(err)
+	is.Equal(string(got), content)
+	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
+	is.Equal(len(left), 0) // no partial file
+
+	_, err = a.Archive(ctx, Source{}, "letta.dump")
+	is.True(err != nil && strings.Contains(err.Error(), "never written over"))
+}
+
+func TestWhatFailsLeavesNoArchiveThatLooksWhole(t *testing.T) {
+	for _, tc := range []struct{ name, dump, says string }{
+		{"pg_dump fails", "fail", "pg_dump exited with status 1: pg_dump: error: query failed: ERROR:  permission denied for table secret"},
+		{"the check fails", "BAD archive", "pg_restore --list exited with status 1: pg_restore: error: did not find magic string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			bin, pgDump := fakes(t)
+			dir := t.TempDir()
+			a, err := New(Config{Dir: dir, PgDump: pgDump})
+			is.NoErr(err)
+			if tc.dump == "fail" {
+				doing(t, bin, "fail")
+			} else {
+				dumping(t, bin, tc.dump)
+			}
+			_, err = a.Archive(ctx, Source{Env: []string{"PGPASSWORD=s3cret"}}, "x.dump")
+			is.True(err != nil)
+			is.Equal(err.Error(), tc.says)
+			entries, _ := os.ReadDir(dir)
+			is.Equal(len(entries), 0) // neither the archive nor its partial
+		})
+	}
+}
+
+func TestAnArchiveCommandGetsTheStreamAndItsFailureIsTheArchives(t *testing.T) {
+	is := is.New(t)
+	bin, pgDump := fakes(t)
+	store := t.TempDir()
+	dumping(t, bin, "PGDMP stream")
+	a, err := New(Config{Command: "cat > " + store + "/%f", PgDump: pgDump})
+	is.NoErr(err)
+	name := "odd name $(touch pwned).dump"
+	made, err := a.Archive(ctx, Source{}, name)
+	is.NoErr(err)
+	got, err := os.ReadFile(filepath.Join(store, name))
+	is.NoErr(err) // %f, quoted, names the file as it is
+	is.Equal(string(got), "PGDMP stream")
+	is.Equal(made.SHA256, sumOf("PGDMP stream"))
+	_, err = os.Stat("pwned")
+	is.True(os.IsNotExist(err)) // nothing in the name ran
+
+	failing, err := New(Config{Command: "cat >/dev/null; echo bucket is full >&2; exit 3", PgDump: pgDump})
+	is.NoErr(err)
+	_, err = failing.Archive(ctx, Source{}, "y.dump")
+	is.True(err != nil)
+	is.Equal(err.Error(), "archive command exited with status 3: bucket is full")
+}
+
+func TestAStoppedArchiveKillsPgDump(t *testing.T) {
+	is := is.New(t)
+	bin, pgDump := fakes(t)
+	dir := t.TempDir()
+	a, err := New(Config{Dir: dir, PgDump: pgDump})
+	is.NoErr(err)
+	doing(t, bin, "sleep")
+	c, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() { _, err := a.Archive(c, Source{}, "z.dump"); errs <- err }()
+	deadline := time.Now().Add(10 * time.Second)
+	for { // pg_dump started
+		if _, err := os.Stat(filepath.Join(bin, "pid.txt")); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errs:
+		is.True(err != nil)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Archive did not return after its context ended")
+	}
+	entries, _ := os.ReadDir(dir)
+	is.Equal(len(entries), 0)
+}
+
+func TestTheChildsEnvironmentIsOnlyWhatItIsGiven(t *testing.T) {
+	is := is.New(t)
+	bin, pgDump := fakes(t)
+	a, err := New(Config{Dir: t.TempDir(), PgDump: pgDump})
+	is.NoErr(err)
+	t.Setenv("PGHOST", "leak.example")
+	dumping(t, bin, "PGDMP")
+	_, err = a.Archive(ctx, Source{Env: []string{"PGPASSWORD=s3cret", "PGHOST=127.0.0.1"}, Role: "letta"}, "e.dump")
+	is.NoErr(err)
+	env, _ := os.ReadFile(filepath.Join(bin, "env.txt"))
+	is.True(strings.Contains(string(env), "PGPASSWORD=s3cret"))
+	is.True(!strings.Contains(string(env), "leak.example")) // none of this process's PG* variables
+	args, _ := os.ReadFile(filepath.Join(bin, "args.txt"))
+	is.True(strings.Contains(string(args), "--role=letta"))
+	is.True(!strings.Contains(string(args), "s3cret")) // never on a command line
+}
+
+func TestFetchChecksTheChecksum(t *testing.T) {
+	is := is.New(t)
+	_, pgDump := fakes(t)
+	dir := t.TempDir()
+	is.NoErr(os.WriteFile(filepath.Join(dir, "a.dump"), []byte("PGDMP a"), 0o600))
+	a, err := New(Config{Dir: dir, PgDump: pgDump})
+	is.NoErr(err)
+	path, done, err := a.Fetch(ctx, "a.dump", sumOf("PGDMP a"))
+	is.NoErr(err)
+	done()
+	is.Equal(path, filepath.Join(dir, "a.dump"))
+	_, _, err = a.Fetch(ctx, "a.dump", sumOf("other"))
+	is.True(err != nil && strings.Contains(err.Error(), "not restored (tampered with, or another file)"))
+
+	viaCmd, err := New(Config{Command: "cat > " + dir + "/%f", RestoreCommand: "cp " + dir + "/%f %p", PgDump: pgDump})
+	is.NoErr(err)
+	path, done, err = viaCmd.Fetch(ctx, "a.dump", sumOf("PGDMP a"))
+	is.NoErr(err)
+	got, _ := os.ReadFile(path)
+	is.Equal(string(got), "PGDMP a")
+	done()
+	_, err = os.Stat(path)
+	is.True(os.IsNotExist(err)) // the fetched copy goes with done
+}
+
+func TestSweepDeletesOnlyWhatIsOlderThanKeep(t *testing.T) {
+	is := is.New(t)
+	_, pgDump := fakes(t)
+	dir := t.TempDir()
+	now := time.Now()
+	for name, age := range map[string]time.Duration{"old.dump": 31 * 24 * time.Hour, "new.dump": time.Hour, ".x.partial": 40 * 24 * time.Hour} {
+		p := filepath.Join(dir, name)
+		is.NoErr(os.WriteFile(p, []byte("x"), 0o600))
+		is.NoErr(os.Chtimes(p, now.Add(-age), now.Add(-age)))
+	}
+	a, err := New(Config{Dir: dir, PgDump: pgDump, Keep: 30 * 24 * time.Hour})
+	is.NoErr(err)
+	gone, err := a.Sweep(now)
+	is.NoErr(err)
+	is.Equal(gone, []string{"old.dump"})
+	entries, _ := os.ReadDir(dir)
+	is.Equal(len(entries), 2)
+}
+
+func TestNewAndDumpMajorSayWhatIsWrong(t *testing.T) {
+	is := is.New(t)
+	_, pgDump := fakes(t)
+	file := filepath.Join(t.TempDir(), "f")
+	is.NoErr(os.WriteFile(file, nil, 0o600))
+	_, err := New(Config{Dir: file, PgDump: pgDump})
+	is.True(err != nil && strings.Contains(err.Error(), "--archive-to "+file+": not a folder"))
+	_, err = New(Config{Dir: t.TempDir(), PgDump: "/nonexistent/pg_dump"})
+	is.True(err != nil && strings.Contains(err.Error(), "--pg-dump /nonexistent/pg_dump"))
+	a, err := New(Config{Dir: t.TempDir(), PgDump: pgDump})
+	is.NoErr(err)
+	major, line, err := a.DumpMajor(ctx)
+	is.NoErr(err)
+	is.Equal(major, 15)
+	is.True(strings.HasPrefix(line, "pg_dump (PostgreSQL) 15.18"))
+}
+
+func TestExpandQuotesEachValue(t *testing.T) {
+	is := is.New(t)
+	is.Equal(expand("cp %f %p 100%%", map[byte]string{'f': "a'b", 'p': "/t/x"}), `cp 'a'\''b' '/t/x' 100%`)
+}
