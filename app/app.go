@@ -36,6 +36,9 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 	if len(args) > 0 && args[0] == "status" {
 		return statusCommand(ctx, args[1:], env, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "restore" {
+		return restoreCommand(ctx, args[1:], env, stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "plan" {
 		return planCommand(ctx, args[1:], env, stdout, stderr)
 	}

@@ -173,6 +173,9 @@ Usage:
                                           running provisioner; exits 1 where it is not ready
   provisioner plan --receives PATH [flags]
                                           what a pass would do now, and why, changing nothing
+  provisioner restore LOGIN [--from FILE] --receives PATH [flags]
+                                          a dropped consumer's database made again from
+                                          the archive its drop left (--archive-to)
 
 The contributions file's format: docs/contributions.md (every field, what a missing one
 means, an example), also at https://github.com/novox/postgres-provider/blob/main/docs/contributions.md.
@@ -207,22 +210,25 @@ func writeUsage(w io.Writer) {
 			return
 		}
 		listed[f.Name] = true
-		head := "--" + f.Name
-		if p := placeholders[f.Name]; p != "" {
+		head, usage, p := "--"+f.Name, f.Usage, placeholders[f.Name]
+		if strings.Contains(f.Usage, "`") { // a backend's flag names its placeholder in its usage, as flag.PrintDefaults reads it
+			p, usage = flag.UnquoteUsage(f)
+		}
+		if p != "" {
 			head += " " + p
 		}
 		var note []string
 		if f.Name != "version" && f.Name != "help" {
 			note = append(note, envName(f.Name))
 		}
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && placeholders[f.Name] != "" {
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && p != "" {
 			note = append(note, "default "+d)
 		}
 		if len(note) > 0 {
 			head += "  [" + strings.Join(note, ", ") + "]"
 		}
 		fmt.Fprintf(w, "  %s\n", head)
-		for _, line := range wrap(f.Usage, 72) {
+		for _, line := range wrap(usage, 72) {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
 	}

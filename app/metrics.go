@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ type Metrics struct {
 	creates, reapplies prometheus.Counter
 	withdrawals, drops prometheus.Counter
 	held, mass         prometheus.Gauge
+	dropsHeld          *prometheus.GaugeVec
 	failures           prometheus.Counter
 	unchecked          prometheus.Counter
 	duration           prometheus.Histogram
@@ -61,6 +63,9 @@ func NewMetrics(resource string) *Metrics {
 			Help: "Consumers dropped from the backend, data and all.", ConstLabels: labels}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_withdrawals_held",
 			Help: "Consumers the file no longer lists whose withdrawal waits for the file to settle.", ConstLabels: labels}),
+		dropsHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_drops_held",
+			Help:        "Withdrawn consumers whose drop waits for its archive: under way (archiving), or held because it failed (failed).",
+			ConstLabels: labels}, []string{"archive"}),
 		mass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_mass_withdrawal",
 			Help: "1 while a withdrawal of more than half of the managed consumers is held.", ConstLabels: labels}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_failures_total",
@@ -86,12 +91,14 @@ func NewMetrics(resource string) *Metrics {
 				"those it is for (total); halted is 1 while it is halted.",
 			ConstLabels: labels}, []string{"key", "of"}),
 	}
-	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.mass, m.failures, m.unchecked,
+	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.dropsHeld, m.mass, m.failures, m.unchecked,
 		m.duration, m.readable, m.reached, m.leader, m.mode, m.halted, m.rollout,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range domain.States {
 		m.consumers.WithLabelValues(string(s))
 	}
+	m.dropsHeld.WithLabelValues("archiving")
+	m.dropsHeld.WithLabelValues("failed")
 	b := version()
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_build_info",
 		Help: "1, labelled with the build's version (app.Release), the commit it was built from and its Go version.", ConstLabels: labels},
@@ -159,6 +166,17 @@ func (m *Metrics) Observe(r domain.Report, reached bool) {
 	}
 	m.halted.Set(float64(halted))
 	m.held.Set(float64(r.WithdrawalsHeld))
+	archiving, failed := 0, 0
+	for _, l := range r.Leaving {
+		switch {
+		case l.State == domain.LeavingArchiving:
+			archiving++
+		case l.State == domain.LeavingFailing && strings.HasPrefix(l.LastError, "drop held: "):
+			failed++
+		}
+	}
+	m.dropsHeld.WithLabelValues("archiving").Set(float64(archiving))
+	m.dropsHeld.WithLabelValues("failed").Set(float64(failed))
 	m.mass.Set(boolean(r.MassWithdrawal))
 	counts := make(map[domain.State]int, len(domain.States))
 	for _, s := range r.Consumers {

@@ -96,14 +96,20 @@ func fromDaemon(ctx context.Context, p *domain.Preview, listen string, now time.
 	if err != nil || doc.Role != "acting" {
 		return
 	}
-	due := map[string]time.Time{}
+	due, held := map[string]time.Time{}, map[string]string{}
 	for _, l := range doc.Leaving {
 		if !l.DropAt.IsZero() {
 			due[l.As] = l.DropAt
 		}
+		if strings.HasPrefix(l.LastError, "drop held: ") { // its archive under way, or failed
+			held[l.As] = l.LastError
+		}
 	}
 	for i := range p.Consumers {
 		c := &p.Consumers[i]
+		if why, ok := held[c.As]; ok && c.Act == domain.PlanDrop {
+			c.Why = append(c.Why, why+" (the provisioner at "+listen+")")
+		}
 		at, ok := due[c.As]
 		if c.Act != domain.PlanDrop || !c.Earliest || !ok {
 			continue

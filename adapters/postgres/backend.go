@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/novox/postgres-provider/adapters/postgres/archive"
 	"github.com/novox/postgres-provider/ports"
 )
 
@@ -78,6 +79,10 @@ type Config struct {
 	// that only looks (provisioner plan) from changing anything. Create, Remove and Drop fail on
 	// it.
 	ReadOnly bool
+	// Archive, where set, archives each database before Drop drops it (archives.go), at most
+	// ArchiveParallel at once (zero: one).
+	Archive         *archive.Archiver
+	ArchiveParallel int
 }
 
 // DefaultMaxConnections is Config.MaxConnections' default: enough for eight consumers at once,
@@ -126,6 +131,9 @@ type Backend struct {
 	said saidOnce
 	// databases are the slots for connections to consumers' databases, beside the pool.
 	databases chan struct{}
+
+	// archives are the dumps taken before drops; nil where drops are not archived.
+	archives *archives
 
 	// verified remembers which stored verifiers a password was checked against, so that a
 	// verify pass does not run PBKDF2 (4096 rounds) per consumer while nothing changed.
@@ -243,6 +251,9 @@ func New(cfg Config) (*Backend, error) {
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, home: cfg.Database, server: serverName(cc), hosts: len(hostsOf(cc)) > 1, readOnly: cfg.ReadOnly}
+	if cfg.Archive != nil {
+		b.archives = newArchives(cfg.Archive, cfg.ArchiveParallel)
+	}
 	if named != "" && named != cfg.Database {
 		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
 			"as every replica's do", named, cfg.Database)
@@ -267,7 +278,12 @@ func checkHosts(cc *pgx.ConnConfig) error {
 }
 
 // Close ends the Backend's connections.
-func (b *Backend) Close() { b.pool.Close() }
+func (b *Backend) Close() {
+	if b.archives != nil {
+		b.archives.stop() // a dump under way is killed; its partial archive never looks whole
+	}
+	b.pool.Close()
+}
 
 // Server names the server and the provider's role on it, user@host:port, never a password.
 func (b *Backend) Server() string { return b.server }

@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/novox/postgres-provider/adapters/postgres/archive"
 	"github.com/novox/postgres-provider/ports"
 )
 
@@ -33,7 +35,15 @@ type Flags struct {
 	// ConnectionLimit is each consumer role's CONNECTION LIMIT where its entry names none
 	// (--connection-limit); -1 (the default) for none, else positive.
 	ConnectionLimit int
+	// Archive is how a database is archived before its drop (--archive-to or
+	// --archive-command, --restore-command, --pg-dump, --archive-keep); neither a folder nor
+	// a command: drops are not archived. ArchiveParallel is --archive-parallel.
+	Archive         archive.Config
+	ArchiveParallel int
 }
+
+// DefaultArchiveKeep is --archive-keep's default.
+const DefaultArchiveKeep = 30 * 24 * time.Hour
 
 var _ ports.Kind = (*Flags)(nil)
 
@@ -76,6 +86,17 @@ func (f *Flags) Flags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&f.Archive.Dir, "archive-to", "", "with --on-withdraw drop: a folder `DIR` where each database is archived (pg_dump --format=custom, "+
+		"checked) before it is dropped; a drop waits for its archive")
+	fs.StringVar(&f.Archive.Command, "archive-command", "", "with --on-withdraw drop, instead of --archive-to: a shell command `CMD` that "+
+		"stores an archive from its standard input, %f its name, as PostgreSQL's archive_command; a non-zero exit holds the drop")
+	fs.StringVar(&f.Archive.RestoreCommand, "restore-command", "", "for provisioner restore with --archive-command: a shell command "+
+		"`CMD` that writes the archive %f to the path %p, as PostgreSQL's restore_command")
+	fs.StringVar(&f.Archive.PgDump, "pg-dump", "", "the pg_dump `PATH` that archives, at least as new as the server; pg_restore is the one "+
+		"beside it (default: pg_dump on PATH)")
+	fs.DurationVar(&f.Archive.Keep, "archive-keep", DefaultArchiveKeep, "how long (`DURATION`) archives stay in --archive-to (0: for ever); "+
+		"with --archive-command, the storage keeps them")
+	fs.IntVar(&f.ArchiveParallel, "archive-parallel", 1, "how many databases (`N`) are archived at once")
 	fs.IntVar(&f.ConnectionLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
 }
 
@@ -88,6 +109,14 @@ func (f *Flags) Environ(env map[string]string) {
 
 // Check answers what is wrong with the flags, as one line an operator acts on.
 func (f *Flags) Check() error {
+	switch {
+	case f.Archive.Dir != "" && f.Archive.Command != "":
+		return errors.New("--archive-to and --archive-command: give one of them")
+	case f.Archive.Keep < 0:
+		return fmt.Errorf("--archive-keep %s: want a duration of 0 or more", f.Archive.Keep)
+	case f.ArchiveParallel < 1:
+		return fmt.Errorf("--archive-parallel %d: want 1 or more", f.ArchiveParallel)
+	}
 	if f.ConnectionLimit < -1 || f.ConnectionLimit == 0 {
 		return fmt.Errorf("--connection-limit %d: want a positive number of connections, or -1 for none", f.ConnectionLimit)
 	}
@@ -99,9 +128,17 @@ func (f *Flags) Secrets() []string { return passwordsIn(f.URL) }
 
 // Open is the Backend the flags and o name (New).
 func (f *Flags) Open(o ports.Options) (ports.Server, error) {
+	var archiver *archive.Archiver
+	if (f.Archive.Dir != "" || f.Archive.Command != "") && !o.ReadOnly {
+		a, err := archive.New(f.Archive)
+		if err != nil {
+			return nil, err
+		}
+		archiver = a
+	}
 	b, err := New(Config{URL: f.URL, Database: f.Database, Resource: o.Resource, Adopt: f.Adopt, Log: o.Log,
 		MaxConnections: o.MaxConnections, AllowExtensions: f.AllowExtensions, AllowSettings: f.AllowSettings,
-		ConnectionLimit: f.ConnectionLimit, ReadOnly: o.ReadOnly})
+		ConnectionLimit: f.ConnectionLimit, ReadOnly: o.ReadOnly, Archive: archiver, ArchiveParallel: f.ArchiveParallel})
 	if err != nil {
 		return nil, err
 	}

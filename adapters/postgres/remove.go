@@ -107,6 +107,11 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 				"or give them another owner there (REASSIGN OWNED BY %s TO ...)",
 				as, joined(places), as))
 		}
+		if b.archives != nil { // nothing is dropped before it is archived
+			if err := b.archivedFirst(ctx, conn, as, r, h.owns); err != nil {
+				return err
+			}
+		}
 		for _, db := range h.owns {
 			if err := b.dropDatabase(ctx, conn, db, as); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)

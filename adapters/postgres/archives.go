@@ -1,0 +1,307 @@
+// Archives: before a drop, each database the record names is dumped in the background, checked,
+// and recorded on the server where the record outlives the drop; only then is it dropped.
+
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/novox/postgres-provider/adapters/postgres/archive"
+	"github.com/novox/postgres-provider/ports"
+)
+
+// The archives' record is a table in the provider's own database, in a schema of the provider's:
+// a role's comment goes with the role at its drop, and this must outlive it. Every replica and
+// `provisioner restore` read it there. A consumer may connect to that database, but may not
+// create in it (CREATE on a database is nobody's by default), and the schema and the table are
+// checked to be the provider's before anything is written to them.
+const (
+	archiveSchema = "novox_provisioner"
+	archiveTable  = archiveSchema + ".archives"
+)
+
+const sqlArchiveTable = `CREATE TABLE IF NOT EXISTS ` + archiveTable + ` (
+	name text PRIMARY KEY,
+	resource text NOT NULL,
+	login text NOT NULL,
+	database text NOT NULL,
+	database_oid oid NOT NULL,
+	place text NOT NULL,
+	size bigint NOT NULL,
+	sha256 text NOT NULL,
+	server_version text NOT NULL,
+	made_at timestamptz NOT NULL,
+	record jsonb NOT NULL,
+	deleted_at timestamptz)`
+
+// archives are the dumps the Backend takes before drops: at most one a database, Parallel at
+// once, each on the Backend's own context, so that a pass never waits for one.
+type archives struct {
+	to    *archive.Archiver
+	slots chan struct{}
+	ctx   context.Context
+	stop  context.CancelFunc
+
+	mu     sync.Mutex
+	runs   map[string]*archiveRun // by database
+	table  bool                   // the table was made, or found the provider's, by this process
+	warned bool                   // a pg_dump older than the server was said
+}
+
+// archiveRun is one dump under way, or finished and not yet taken up by a Drop.
+type archiveRun struct {
+	name  string
+	since time.Time
+	done  chan struct{}
+	err   error
+}
+
+func newArchives(to *archive.Archiver, parallel int) *archives {
+	ctx, stop := context.WithCancel(context.Background())
+	return &archives{to: to, slots: make(chan struct{}, max(1, parallel)), ctx: ctx, stop: stop, runs: map[string]*archiveRun{}}
+}
+
+// archivedFirst answers nil where each of dbs has an archive in the record (or is gone), and
+// where one has not, a *ports.DropHeld: its dump started, under way, or failed (and the next
+// call starts another).
+func (b *Backend) archivedFirst(ctx context.Context, conn *pgxpool.Conn, as string, r record, dbs []string) error {
+	for _, db := range dbs {
+		var oid uint32
+		err := conn.QueryRow(ctx, "SELECT oid FROM pg_catalog.pg_database WHERE datname = $1", db).Scan(&oid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("find database %s: %w", db, err)
+		}
+		name, err := b.archiveOf(ctx, conn, as, oid)
+		if err != nil {
+			return err
+		}
+		if name != "" {
+			continue
+		}
+		if err := b.archiving(as, db, oid, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// archiveOf is the name of the recorded archive (not deleted) of the database oid of as; "" for none.
+func (b *Backend) archiveOf(ctx context.Context, q *pgxpool.Conn, as string, oid uint32) (string, error) {
+	var there bool
+	if err := q.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", archiveTable).Scan(&there); err != nil || !there {
+		return "", err // no table: nothing was archived on this server yet
+	}
+	var name *string
+	err := q.QueryRow(ctx, `SELECT (SELECT name FROM `+archiveTable+` WHERE resource = $1 AND login = $2 AND database_oid = $3
+	    AND deleted_at IS NULL ORDER BY made_at DESC LIMIT 1)`, b.resource, as, oid).Scan(&name)
+	if err != nil {
+		return "", fmt.Errorf("read the archives' record (%s): %w", archiveTable, err)
+	}
+	if name == nil {
+		return "", nil
+	}
+	return *name, nil
+}
+
+// archiving starts the dump of db, or answers how the one started stands: nil once it is made
+// and recorded, else a *ports.DropHeld.
+func (b *Backend) archiving(as, db string, oid uint32, r record) error {
+	a := b.archives
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	run := a.runs[db]
+	if run == nil {
+		now := time.Now().UTC()
+		run = &archiveRun{name: fmt.Sprintf("%s-%s-%d-%s.dump", as, db, oid, now.Format("20060102T150405Z")), since: now, done: make(chan struct{})}
+		a.runs[db] = run
+		go b.archive(run, as, db, oid, r)
+	}
+	select {
+	case <-run.done:
+		delete(a.runs, db)
+		if run.err != nil {
+			return &ports.DropHeld{Failed: true, Since: run.since, Reason: "archive failed: " + run.err.Error()}
+		}
+		return nil
+	default:
+		return &ports.DropHeld{Since: run.since, Reason: fmt.Sprintf("archiving database %s as %s first, under way since %s",
+			db, a.to.Where(run.name), run.since.Format(time.RFC3339))}
+	}
+}
+
+// archive takes one dump, in a slot, checks and records it, and closes run.done.
+func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) {
+	defer close(run.done)
+	a := b.archives
+	select {
+	case a.slots <- struct{}{}:
+		defer func() { <-a.slots }()
+	case <-a.ctx.Done():
+		run.err = a.ctx.Err()
+		return
+	}
+	if run.err = b.dumpable(a.ctx); run.err != nil {
+		return
+	}
+	made, err := a.to.Archive(a.ctx, b.dumpSource(db, as), run.name)
+	if err != nil {
+		run.err = err
+		return
+	}
+	if run.err = b.recordArchive(a.ctx, as, db, oid, made, r); run.err != nil {
+		return
+	}
+	b.say(slog.LevelInfo, as, "%s: archived %s (%s) as %s (sha256 %s) before its drop, in %s", as, db, bytesText(made.Size),
+		a.to.Where(made.Name), made.SHA256, made.Took.Round(time.Millisecond))
+	if gone, err := a.to.Sweep(time.Now()); err != nil {
+		b.say(slog.LevelWarn, "", "archives older than --archive-keep: %v", err)
+	} else if len(gone) > 0 {
+		b.markDeleted(a.ctx, gone)
+	}
+}
+
+// dumpable refuses a pg_dump older than the server, which cannot dump it; said once as well.
+func (b *Backend) dumpable(ctx context.Context) error {
+	major, line, err := b.archives.to.DumpMajor(ctx)
+	if err != nil {
+		return err
+	}
+	var server int
+	if err := b.pool.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int / 10000").Scan(&server); err != nil {
+		return fmt.Errorf("read the server's version: %w", err)
+	}
+	if major >= server {
+		return nil
+	}
+	err = fmt.Errorf("%s is older than the server (%d): it cannot dump it; give --pg-dump a pg_dump of %d or later", line, server, server)
+	a := b.archives
+	a.mu.Lock()
+	first := !a.warned
+	a.warned = true
+	a.mu.Unlock()
+	if first {
+		b.say(slog.LevelWarn, "", "no drop can be archived: %v", err)
+	}
+	return err
+}
+
+// recordArchive writes made into the archives' record, making its table where it is missing.
+func (b *Backend) recordArchive(ctx context.Context, as, db string, oid uint32, made archive.Made, r record) error {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("record archive %s: %w", made.Name, err)
+	}
+	defer conn.Release()
+	if err := b.archiveTableReady(ctx, conn); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `INSERT INTO `+archiveTable+` (name, resource, login, database, database_oid, place, size, sha256,
+	    server_version, made_at, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.current_setting('server_version'), $9, $10)`,
+		made.Name, b.resource, as, db, oid, b.archives.to.Where(made.Name), made.Size, made.SHA256, time.Now().UTC(), string(doc))
+	if err != nil {
+		return fmt.Errorf("record archive %s in %s: %w", made.Name, archiveTable, err)
+	}
+	return nil
+}
+
+// archiveTableReady makes the archives' schema and table where they are missing, and refuses
+// them where they are somebody else's: what the provider reads back from them decides a drop.
+func (b *Backend) archiveTableReady(ctx context.Context, conn *pgxpool.Conn) error {
+	a := b.archives
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.table {
+		return nil
+	}
+	for _, stmt := range []string{"CREATE SCHEMA IF NOT EXISTS " + archiveSchema, sqlArchiveTable} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("make %s in %s for the archives' record: %w", archiveTable, b.home, err)
+		}
+	}
+	var owner string
+	err := conn.QueryRow(ctx, `SELECT r.rolname FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+	    WHERE n.nspname = $1 AND NOT (r.rolname = current_user OR r.rolsuper)
+	  UNION ALL
+	  SELECT r.rolname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_roles r ON r.oid = c.relowner
+	    WHERE c.oid = pg_catalog.to_regclass($2) AND NOT (r.rolname = current_user OR r.rolsuper)
+	  LIMIT 1`, archiveSchema, archiveTable).Scan(&owner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		a.table = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("check the owner of %s: %w", archiveTable, err)
+	}
+	return refused(fmt.Errorf("%s in %s is owned by %s, not the provider: the archives are not recorded there; drop it, or give it to the provider",
+		archiveTable, b.home, owner))
+}
+
+// markDeleted notes in the record that the archives named were deleted (--archive-keep).
+func (b *Backend) markDeleted(ctx context.Context, names []string) {
+	if _, err := b.pool.Exec(ctx, `UPDATE `+archiveTable+` SET deleted_at = pg_catalog.now() WHERE name = ANY($1) AND deleted_at IS NULL`,
+		names); err != nil {
+		b.say(slog.LevelWarn, "", "note the archives deleted (--archive-keep) in %s: %v", archiveTable, err)
+	}
+}
+
+// dumpSource is how pg_dump and pg_restore reach db, as the provider, acting as role: the host
+// the Backend's sessions reach, in libpq's variables (never on a command line, which ps shows).
+func (b *Backend) dumpSource(db, role string) archive.Source {
+	cc := b.configIn(db)
+	env := []string{"PGHOST=" + cc.Host, "PGPORT=" + strconv.Itoa(int(cc.Port)), "PGUSER=" + cc.User, "PGDATABASE=" + db,
+		"PGAPPNAME=" + b.application, "PGCONNECT_TIMEOUT=10", "PGSSLMODE=" + sslMode(cc)}
+	if cc.Password != "" {
+		env = append(env, "PGPASSWORD="+cc.Password)
+	}
+	for _, k := range []string{"PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY", "PGSSLCRL", "PGPASSFILE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return archive.Source{Env: env, Role: role}
+}
+
+// sslMode is libpq's sslmode for what pgx made of the URL's.
+func sslMode(cc *pgx.ConnConfig) string {
+	switch {
+	case cc.TLSConfig == nil:
+		return "disable"
+	case len(cc.Fallbacks) > 0 && cc.Fallbacks[len(cc.Fallbacks)-1].TLSConfig == nil:
+		return "prefer"
+	case cc.TLSConfig.InsecureSkipVerify:
+		return "require"
+	}
+	return "verify-full"
+}
+
+// bytesText is n bytes as a line says it: 1.2 GB, 340 kB, 12 B.
+func bytesText(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}

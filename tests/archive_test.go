@@ -1,0 +1,95 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
+)
+
+// pgDumpFor is a pg_dump that can dump the server at url: the one beside the server's binaries,
+// else PATH's; the test skips, saying why, where none is as new as the server.
+func pgDumpFor(t *testing.T, srv *pgserver.TestServer) string {
+	t.Helper()
+	var places []string
+	if srv.Local != nil {
+		places = append(places, filepath.Join(srv.Local.Bin, "pg_dump"))
+	}
+	if p, err := exec.LookPath("pg_dump"); err == nil {
+		places = append(places, p)
+	}
+	var server int
+	is.New(t).NoErr(query(t, srv.URL, "", "SELECT current_setting('server_version_num')::int / 10000", &server))
+	for _, p := range places {
+		out, err := exec.Command(p, "--version").Output()
+		if m := regexp.MustCompile(`\) (\d+)`).FindSubmatch(out); err == nil && len(m) > 1 {
+			if n, _ := strconv.Atoi(string(m[1])); n >= server {
+				return p
+			}
+		}
+	}
+	t.Skipf("no pg_dump of %d or later on this machine (looked at %v): archives are tested where there is one", server, places)
+	return ""
+}
+
+// The operator's whole story: a consumer unlisted with --on-withdraw drop and --archive-to is
+// archived, then dropped; `provisioner restore` brings its data back, withdrawn; listed again,
+// it logs in to its data.
+func TestADroppedConsumerIsArchivedAndRestoredByTheCommand(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	url := srv.URL
+	pgDump := pgDumpFor(t, srv)
+	dir := t.TempDir()
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	archiving := []string{"--archive-to", dir, "--pg-dump", pgDump}
+	p := start(t, nil, daemonArgs(m, url, append([]string{"--on-withdraw", "drop", "--drop-after", "0"}, archiving...)...)...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
+	c := mustConnect(t, url, letta.as, letta.password, letta.as)
+	_, err := c.Exec(ctx, "CREATE TABLE notes AS SELECT g AS n FROM generate_series(1, 5000) g")
+	is.NoErr(err)
+	c.Close(ctx)
+
+	m.give()
+	eventually(t, "its database archived, then dropped", func() bool {
+		var left int
+		err := query(t, url, "", fmt.Sprintf(`SELECT (SELECT count(*) FROM pg_roles WHERE rolname = '%[1]s')
+			+ (SELECT count(*) FROM pg_database WHERE datname = '%[1]s')`, letta.as), &left)
+		return err == nil && left == 0
+	})
+	is.Equal(p.count(letta.as+": drop held: archiving database "+letta.as), 1) // said once
+	is.Equal(p.count(letta.as+": archived "+letta.as), 1)
+	is.Equal(p.stop(), 0)
+	files, _ := filepath.Glob(filepath.Join(dir, letta.as+"-*.dump"))
+	is.Equal(len(files), 1) // the archive, whole
+
+	code, out := runOnce(t, nil, append([]string{"restore", letta.as}, m.args(append([]string{"--database-url", url}, archiving...)...)...)...)
+	is.Equal(code, 0) // restored
+	is.True(strings.Contains(out, letta.as+": restored database "+letta.as))
+	is.True(!strings.Contains(out, letta.password))
+	var n int
+	is.NoErr(query(t, url, letta.as, "SELECT count(*) FROM notes", &n))
+	is.Equal(n, 5000)
+	is.True(!letta.logsIn(t, url)) // withdrawn until listed again
+
+	code, out = runOnce(t, nil, append([]string{"restore", letta.as}, m.args(append([]string{"--database-url", url}, archiving...)...)...)...)
+	is.Equal(code, 1) // refused: its database exists
+	is.True(strings.Contains(out, "database "+letta.as+" exists"))
+
+	m.give(letta)
+	start(t, nil, daemonArgs(m, url, archiving...)...)
+	eventually(t, "letta, listed again, logs in to its data", func() bool { return letta.logsIn(t, url) })
+	is.NoErr(query(t, url, letta.as, "SELECT count(*) FROM notes", &n))
+	is.Equal(n, 5000)
+	_ = os.Remove(files[0])
+}
