@@ -121,7 +121,7 @@ func (h *Harness) planLeaving() []*item {
 		switch {
 		case c.managed():
 			it := &item{c: c, act: withdraw, active: true}
-			if dropAtOnce {
+			if dropAtOnce && !now.Before(c.retryDrop) { // else withdrawn while its drop waits out a failed archive
 				it.act = drop
 			}
 			out = append(out, it)

@@ -8,7 +8,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -92,4 +94,88 @@ func TestADroppedConsumerIsArchivedAndRestoredByTheCommand(t *testing.T) {
 	is.NoErr(query(t, url, letta.as, "SELECT count(*) FROM notes", &n))
 	is.Equal(n, 5000)
 	_ = os.Remove(files[0])
+}
+
+// stuckDump is a pg_dump that, once it writes its pid to started, hangs; pg_restore beside it is
+// real's.
+func stuckDump(t *testing.T, real string) (path, started string) {
+	t.Helper()
+	bin := t.TempDir()
+	started = filepath.Join(bin, "started")
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = --version ] && exec %q \"$@\"\necho $$ > %q\nexec sleep 600\n", real, started)
+	is.New(t).NoErr(os.WriteFile(filepath.Join(bin, "pg_dump"), []byte(script), 0o755))
+	is.New(t).NoErr(os.Symlink(filepath.Join(filepath.Dir(real), "pg_restore"), filepath.Join(bin, "pg_restore")))
+	return filepath.Join(bin, "pg_dump"), started
+}
+
+// kill -9 of the daemon mid-dump leaves no archive that looks whole, and drops nothing; the
+// next daemon archives before it drops.
+func TestAKilledDaemonLeavesNoArchiveThatLooksWholeAndTheNextArchivesFirst(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	url := srv.URL
+	pgDump := pgDumpFor(t, srv)
+	stuck, started := stuckDump(t, pgDump)
+	dir := t.TempDir()
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	drop := []string{"--on-withdraw", "drop", "--drop-after", "0", "--archive-to", dir}
+	p := start(t, nil, daemonArgs(m, url, append(drop, "--pg-dump", stuck)...)...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
+	m.give()
+	var pid int
+	eventually(t, "its dump under way", func() bool {
+		raw, err := os.ReadFile(started)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(raw)))
+		return err == nil && pid > 0
+	})
+	is.NoErr(syscall.Kill(p.g.Pid(), syscall.SIGKILL)) // the daemon alone: pg_dump is in a group of its own
+	is.True(p.g.Wait(10 * time.Second))
+	eventually(t, "pg_dump dies with the daemon", func() bool { return syscall.Kill(pid, 0) != nil })
+	whole, _ := filepath.Glob(filepath.Join(dir, letta.as+"-*.dump"))
+	is.Equal(len(whole), 0) // nothing that looks whole
+	var dbs int
+	is.NoErr(query(t, url, "", fmt.Sprintf("SELECT count(*) FROM pg_database WHERE datname = '%s'", letta.as), &dbs))
+	is.Equal(dbs, 1) // nothing dropped
+
+	next := start(t, nil, daemonArgs(m, url, append(drop, "--pg-dump", pgDump)...)...)
+	eventually(t, "archived, then dropped", func() bool {
+		var left int
+		err := query(t, url, "", fmt.Sprintf("SELECT count(*) FROM pg_database WHERE datname = '%s'", letta.as), &left)
+		return err == nil && left == 0
+	})
+	whole, _ = filepath.Glob(filepath.Join(dir, letta.as+"-*.dump"))
+	is.Equal(len(whole), 1)
+	is.Equal(next.count(letta.as+": archived "+letta.as), 1)
+}
+
+// A full disk (here a file-size limit on the daemon) holds the drop with one line, and drops
+// nothing.
+func TestAFullDiskHoldsTheDropWithOneLine(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	url := srv.URL
+	pgDump := pgDumpFor(t, srv)
+	dir := t.TempDir()
+	m := newMesh(t)
+	letta := consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	args := daemonArgs(m, url, "--on-withdraw", "drop", "--drop-after", "0", "--archive-to", dir, "--pg-dump", pgDump)
+	p := launchVia(t, nil, []string{"/bin/sh", "-c", `ulimit -f 64 && exec "$@"`, "sh"}, args...)
+	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
+	c := mustConnect(t, url, letta.as, letta.password, letta.as)
+	_, err := c.Exec(ctx, "CREATE TABLE noise AS SELECT g, md5(g::text) AS h FROM generate_series(1, 100000) g")
+	is.NoErr(err)
+	c.Close(ctx)
+	m.give()
+	eventually(t, "the drop held", func() bool { return p.count(letta.as+": drop held: archive failed: ") == 1 })
+	is.True(p.count("file too large") >= 1)
+	p.passes(5)
+	is.Equal(p.count(letta.as+": drop held: archive failed: "), 1) // one line: the next try waits a minute
+	var dbs int
+	is.NoErr(query(t, url, "", fmt.Sprintf("SELECT count(*) FROM pg_database WHERE datname = '%s'", letta.as), &dbs))
+	is.Equal(dbs, 1) // nothing dropped
+	entries, _ := os.ReadDir(dir)
+	is.Equal(len(entries), 0) // and no partial file left
 }

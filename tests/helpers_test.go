@@ -111,8 +111,16 @@ func start(t *testing.T, env []string, args ...string) *proc {
 
 func launch(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return launchVia(t, env, nil, args...)
+}
+
+// launchVia is launch, the provisioner started by the command via (e.g. a shell that sets a
+// limit first, then execs what follows it) where via is not empty.
+func launchVia(t *testing.T, env, via []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, stderr: &buffer{}, listen: freeAddr(t)}
-	cmd := exec.Command(binary, append(args, "--listen", p.listen)...)
+	argv := append(append(via, binary), append(args, "--listen", p.listen)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
 	var err error

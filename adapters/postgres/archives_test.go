@@ -222,3 +222,83 @@ func sha(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
+
+// In delegated mode the provider dumps and restores as the member of the consumer's role it
+// is; the archives' record lives in a provider database it owns.
+func TestADelegatedProviderArchivesAndRestores(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	pgDump := e.pgDumpFor()
+	_, prov := e.delegated()
+	home := name("provdb")
+	e.exec("", "CREATE DATABASE "+home+" OWNER "+prov)
+	t.Cleanup(func() { e.exec("", "DROP DATABASE IF EXISTS "+home+" WITH (FORCE)") })
+	dir := t.TempDir()
+	to, err := archive.New(archive.Config{Dir: dir, PgDump: pgDump})
+	is.NoErr(err)
+	b := e.backendWith(postgres.Config{URL: e.urlAs(prov, "prov-pw"), Database: home, Archive: to})
+	_, err = b.Managed(ctx)
+	is.NoErr(err)
+	is.Equal(b.Mode(), postgres.ModeDelegated)
+	as := name("darch")
+	p := provision(as, "pg_trgm")
+	if err := errOf(b.Create(ctx, p)); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c := e.mustLogin(as, p.Password, as)
+	_, err = c.Exec(ctx, `CREATE TABLE rows AS SELECT g AS n FROM generate_series(1, 1000) g`)
+	is.NoErr(err)
+	c.Close(ctx)
+
+	is.NoErr(b.Remove(ctx, as))
+	_, err = dropArchived(t, b, as)
+	is.NoErr(err) // archived, then dropped
+	said, err := b.Restore(ctx, as, "")
+	is.NoErr(err)
+	is.True(strings.Contains(said, "restored database "+as))
+	var n int
+	is.NoErr(e.admin(as).QueryRow(ctx, "SELECT count(*) FROM rows").Scan(&n))
+	is.Equal(n, 1000)
+	var owner, schema string
+	is.NoErr(e.admin(as).QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE tablename = 'rows'").Scan(&owner))
+	is.Equal(owner, as)
+	is.NoErr(e.admin(as).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&schema))
+	is.Equal(schema, "extensions")
+}
+
+// A replica that takes over after another archived a consumer, and before it dropped it, drops
+// without dumping again: the record says the archive is made.
+func TestATakeOverAfterAnArchiveDoesNotDumpAgain(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	to, err := archive.New(archive.Config{Dir: t.TempDir(), PgDump: e.pgDumpFor()})
+	is.NoErr(err)
+	first := e.backendWith(postgres.Config{URL: e.srv.URL, Archive: to})
+	e.b = first
+	as := name("takeover")
+	e.mustCreate(provision(as))
+	var h *ports.DropHeld
+	is.True(errors.As(first.Drop(ctx, as), &h) && !h.Failed) // its archive started
+	deadline := time.Now().Add(time.Minute)
+	for n := 0; n == 0; time.Sleep(20 * time.Millisecond) { // polling the record, with a deadline
+		_ = e.admin("").QueryRow(ctx, "SELECT count(*) FROM novox_provisioner.archives WHERE login = $1", as).Scan(&n)
+		if time.Now().After(deadline) {
+			t.Fatal("no archive recorded within a minute")
+		}
+	}
+	first.Close() // the leader dies before its drop
+
+	bin := t.TempDir()
+	for file, script := range map[string]string{
+		"pg_dump":    "#!/bin/sh\n[ \"$1\" = --version ] && echo 'pg_dump (PostgreSQL) 99.0' && exit 0\ntouch \"$(dirname \"$0\")/dumped\"; exit 1\n",
+		"pg_restore": "#!/bin/sh\nexit 0\n",
+	} {
+		is.NoErr(os.WriteFile(filepath.Join(bin, file), []byte(script), 0o755))
+	}
+	never, err := archive.New(archive.Config{Dir: t.TempDir(), PgDump: filepath.Join(bin, "pg_dump")})
+	is.NoErr(err)
+	next := e.backendWith(postgres.Config{URL: e.srv.URL, Archive: never})
+	is.NoErr(next.Drop(ctx, as)) // dropped at once
+	_, err = os.Stat(filepath.Join(bin, "dumped"))
+	is.True(os.IsNotExist(err)) // without a dump
+}

@@ -204,13 +204,13 @@ func (a *Archiver) toFolder(ctx context.Context, dump *child, out io.Reader, tal
 		return Made{}, err
 	}
 	if copyErr != nil {
-		return Made{}, copyErr
+		return Made{}, a.inFolder(copyErr)
 	}
 	if err := f.Sync(); err != nil {
-		return Made{}, err
+		return Made{}, a.inFolder(err)
 	}
 	if err := f.Close(); err != nil {
-		return Made{}, err
+		return Made{}, a.inFolder(err)
 	}
 	check := a.command(ctx, Source{}, a.pgRestore, "--list", partial)
 	check.cmd.Stdout = io.Discard
@@ -222,6 +222,16 @@ func (a *Archiver) toFolder(ctx context.Context, dump *child, out io.Reader, tal
 	}
 	done = true
 	return Made{}, syncDir(a.cfg.Dir)
+}
+
+// inFolder is err of the partial file said of the folder: the same words at each try (a full
+// disk), whatever the archive's name.
+func (a *Archiver) inFolder(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s to %s: %w", pe.Op, a.cfg.Dir, pe.Err)
+	}
+	return err
 }
 
 // toCommand streams the dump to the archive command's standard input, and to pg_restore
@@ -387,9 +397,10 @@ func dbname(src Source) string {
 	return ""
 }
 
-// Sweep deletes from the folder the archives older than Keep, and answers their names.
+// Sweep deletes from the folder the archives older than Keep, and answers their names; and the
+// partial files a dead process left (untouched for a day: a dump under way writes on).
 func (a *Archiver) Sweep(now time.Time) ([]string, error) {
-	if a.cfg.Dir == "" || a.cfg.Keep <= 0 {
+	if a.cfg.Dir == "" {
 		return nil, nil
 	}
 	entries, err := os.ReadDir(a.cfg.Dir)
@@ -400,17 +411,28 @@ func (a *Archiver) Sweep(now time.Time) ([]string, error) {
 	var errs []error
 	for _, e := range entries {
 		info, err := e.Info()
-		if strings.HasPrefix(e.Name(), ".") || err != nil || !info.Mode().IsRegular() || now.Sub(info.ModTime()) < a.cfg.Keep {
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		partial := strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(e.Name(), ".partial")
+		switch {
+		case partial && now.Sub(info.ModTime()) < staleAfter:
+			continue
+		case !partial && (strings.HasPrefix(e.Name(), ".") || a.cfg.Keep <= 0 || now.Sub(info.ModTime()) < a.cfg.Keep):
 			continue
 		}
 		if err := os.Remove(filepath.Join(a.cfg.Dir, e.Name())); err != nil {
 			errs = append(errs, err)
-			continue
+		} else if !partial {
+			gone = append(gone, e.Name())
 		}
-		gone = append(gone, e.Name())
 	}
 	return gone, errors.Join(errs...)
 }
+
+// staleAfter is how long a partial file stays untouched before Sweep takes it for a dead
+// process's.
+const staleAfter = 24 * time.Hour
 
 // expand replaces %x in command by the shell-quoted value of x, %% by %.
 func expand(command string, values map[byte]string) string {

@@ -212,12 +212,13 @@ func TestFetchChecksTheChecksum(t *testing.T) {
 	is.True(os.IsNotExist(err)) // the fetched copy goes with done
 }
 
-func TestSweepDeletesOnlyWhatIsOlderThanKeep(t *testing.T) {
+func TestSweepDeletesWhatIsOlderThanKeepAndDeadPartials(t *testing.T) {
 	is := is.New(t)
 	_, pgDump := fakes(t)
 	dir := t.TempDir()
 	now := time.Now()
-	for name, age := range map[string]time.Duration{"old.dump": 31 * 24 * time.Hour, "new.dump": time.Hour, ".x.partial": 40 * 24 * time.Hour} {
+	for name, age := range map[string]time.Duration{"old.dump": 31 * 24 * time.Hour, "new.dump": time.Hour, ".dead.partial": 2 * 24 * time.Hour,
+		".live.partial": time.Minute} {
 		p := filepath.Join(dir, name)
 		is.NoErr(os.WriteFile(p, []byte("x"), 0o600))
 		is.NoErr(os.Chtimes(p, now.Add(-age), now.Add(-age)))
@@ -227,8 +228,12 @@ func TestSweepDeletesOnlyWhatIsOlderThanKeep(t *testing.T) {
 	gone, err := a.Sweep(now)
 	is.NoErr(err)
 	is.Equal(gone, []string{"old.dump"})
+	var left []string
 	entries, _ := os.ReadDir(dir)
-	is.Equal(len(entries), 2)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	is.Equal(left, []string{".live.partial", "new.dump"}) // a dead process's partial goes too, a live one's stays
 }
 
 func TestNewAndDumpMajorSayWhatIsWrong(t *testing.T) {
