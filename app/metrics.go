@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // Metrics is what the reconcile loop does, in Prometheus' format on a registry of its own:
@@ -24,14 +25,17 @@ type Metrics struct {
 	withdrawals, drops prometheus.Counter
 	held, mass         prometheus.Gauge
 	dropsHeld          *prometheus.GaugeVec
-	failures           prometheus.Counter
-	unchecked          prometheus.Counter
-	duration           prometheus.Histogram
-	readable, reached  prometheus.Gauge
-	leader             prometheus.Gauge
-	mode               *prometheus.GaugeVec
-	halted             prometheus.Gauge
-	rollout            *prometheus.GaugeVec
+	// archives count what the backend archived (ports.Archiving); archived is what they last counted.
+	archives, archiveFailures, archiveBytes, archiveSeconds prometheus.Counter
+	archived                                                ports.ArchiveCounts
+	failures                                                prometheus.Counter
+	unchecked                                               prometheus.Counter
+	duration                                                prometheus.Histogram
+	readable, reached                                       prometheus.Gauge
+	leader                                                  prometheus.Gauge
+	mode                                                    *prometheus.GaugeVec
+	halted                                                  prometheus.Gauge
+	rollout                                                 *prometheus.GaugeVec
 
 	// per is each consumer's usage, where asked for (usage.go).
 	per *perConsumer
@@ -66,6 +70,14 @@ func NewMetrics(resource string) *Metrics {
 		dropsHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_drops_held",
 			Help:        "Withdrawn consumers whose drop waits for its archive: under way (archiving), or held because it failed (failed).",
 			ConstLabels: labels}, []string{"archive"}),
+		archives: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_archives_total",
+			Help: "Archives made and checked before a drop (--archive-to, --archive-command).", ConstLabels: labels}),
+		archiveFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_archive_failures_total",
+			Help: "Archives that failed, each holding its drop.", ConstLabels: labels}),
+		archiveBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_archive_bytes_total",
+			Help: "Bytes of the archives made.", ConstLabels: labels}),
+		archiveSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_archive_seconds_total",
+			Help: "Seconds the archives made took, dump and check.", ConstLabels: labels}),
 		mass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_mass_withdrawal",
 			Help: "1 while a withdrawal of more than half of the managed consumers is held.", ConstLabels: labels}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "provisioner_failures_total",
@@ -91,7 +103,7 @@ func NewMetrics(resource string) *Metrics {
 				"those it is for (total); halted is 1 while it is halted.",
 			ConstLabels: labels}, []string{"key", "of"}),
 	}
-	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.dropsHeld, m.mass, m.failures, m.unchecked,
+	m.reg.MustRegister(m.consumers, m.passes, m.creates, m.reapplies, m.withdrawals, m.drops, m.held, m.dropsHeld, m.archives, m.archiveFailures, m.archiveBytes, m.archiveSeconds, m.mass, m.failures, m.unchecked,
 		m.duration, m.readable, m.reached, m.leader, m.mode, m.halted, m.rollout,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range domain.States {
@@ -185,6 +197,17 @@ func (m *Metrics) Observe(r domain.Report, reached bool) {
 	for _, s := range domain.States {
 		m.consumers.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
+}
+
+// Archived moves the archive counters to what the backend counts now.
+func (m *Metrics) Archived(c ports.ArchiveCounts) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.archives.Add(float64(max(c.Made-m.archived.Made, 0)))
+	m.archiveFailures.Add(float64(max(c.Failed-m.archived.Failed, 0)))
+	m.archiveBytes.Add(float64(max(c.Bytes-m.archived.Bytes, 0)))
+	m.archiveSeconds.Add(max(c.Seconds-m.archived.Seconds, 0))
+	m.archived = c
 }
 
 // Handler serves the metrics.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // observe records a pass: what /status shows, readiness, and the metrics. Ready needs the file
@@ -37,6 +38,9 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	d.metrics.Mode(d.server.Kind())
 	d.metrics.Progress(d.loop.Progress()) // the pass just ended: what its calls counted, before what settled
 	d.metrics.Observe(r, reached)
+	if a, ok := d.server.(ports.Archiving); ok {
+		d.metrics.Archived(a.Archived())
+	}
 	d.usageDue(r)
 }
 

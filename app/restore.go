@@ -48,7 +48,7 @@ func restoreCommand(ctx context.Context, args []string, env map[string]string, s
 		return 2
 	}
 	defer backend.Close()
-	r, ok := backend.(ports.Restorer)
+	r, ok := backend.(ports.Archiving)
 	if !ok {
 		fmt.Fprintln(stderr, "provisioner restore: this backend keeps no archives")
 		return 2

@@ -244,14 +244,24 @@ type Backend interface {
 	Managed(ctx context.Context) ([]Managed, error)
 }
 
-// Restorer is a Backend that keeps an archive of what it drops, and brings it back
+// Archiving is a Backend that keeps an archive of what it drops, and brings it back
 // (provisioner restore).
-type Restorer interface {
+type Archiving interface {
 	// Restore makes what Drop archived of the consumer as again, from its last archive, or from
 	// the file from (a copy of one the record knows), withdrawn; it answers what it did, in
 	// words an operator reads. It refuses where the consumer is active or what it would make
 	// exists.
 	Restore(ctx context.Context, as, from string) (string, error)
+	// Archived counts the archives this process made and failed since it started.
+	Archived() ArchiveCounts
+}
+
+// ArchiveCounts are the archives a process made (Made, their Bytes, the Seconds they took) and
+// those that failed, since it started.
+type ArchiveCounts struct {
+	Made, Failed int
+	Bytes        int64
+	Seconds      float64
 }
 
 // LoginChecker is a Backend that may check passwords by logging in as the consumers (a

@@ -71,6 +71,9 @@ func TestADroppedConsumerIsArchivedAndRestoredByTheCommand(t *testing.T) {
 	})
 	is.Equal(p.count(letta.as+": drop held: archiving database "+letta.as), 1) // said once
 	is.Equal(p.count(letta.as+": archived "+letta.as), 1)
+	eventually(t, "the archive counted", func() bool {
+		return p.metric("provisioner_archives_total") == 1 && p.metric("provisioner_archive_bytes_total") > 0
+	})
 	is.Equal(p.stop(), 0)
 	files, _ := filepath.Glob(filepath.Join(dir, letta.as+"-*.dump"))
 	is.Equal(len(files), 1) // the archive, whole

@@ -54,6 +54,7 @@ type archives struct {
 	stop  context.CancelFunc
 
 	mu     sync.Mutex
+	counts ports.ArchiveCounts
 	runs   map[string]*archiveRun // by database
 	table  bool                   // the table was made, or found the provider's, by this process
 	warned bool                   // a pg_dump older than the server was said
@@ -143,10 +144,32 @@ func (b *Backend) archiving(as, db string, oid uint32, r record) error {
 	}
 }
 
-// archive takes one dump, in a slot, checks and records it, and closes run.done.
+// Archived counts the archives the Backend made and failed since it started.
+func (b *Backend) Archived() ports.ArchiveCounts {
+	if b.archives == nil {
+		return ports.ArchiveCounts{}
+	}
+	b.archives.mu.Lock()
+	defer b.archives.mu.Unlock()
+	return b.archives.counts
+}
+
+// archive takes one dump, in a slot, checks and records it, counts it, and closes run.done.
 func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) {
 	defer close(run.done)
 	a := b.archives
+	var made archive.Made
+	defer func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if run.err != nil {
+			a.counts.Failed++
+			return
+		}
+		a.counts.Made++
+		a.counts.Bytes += made.Size
+		a.counts.Seconds += made.Took.Seconds()
+	}()
 	select {
 	case a.slots <- struct{}{}:
 		defer func() { <-a.slots }()
@@ -157,7 +180,8 @@ func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) 
 	if run.err = b.dumpable(a.ctx); run.err != nil {
 		return
 	}
-	made, err := a.to.Archive(a.ctx, b.dumpSource(db, as), run.name)
+	var err error
+	made, err = a.to.Archive(a.ctx, b.dumpSource(db, as), run.name)
 	if err != nil {
 		run.err = err
 		return

@@ -20,7 +20,7 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-var _ ports.Restorer = (*Backend)(nil)
+var _ ports.Archiving = (*Backend)(nil)
 
 // archived is one archive as the archives' record holds it.
 type archived struct {
