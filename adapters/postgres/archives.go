@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,7 +58,9 @@ type archives struct {
 	counts ports.ArchiveCounts
 	runs   map[string]*archiveRun // by database
 	table  bool                   // the table was made, or found the provider's, by this process
-	warned bool                   // a pg_dump older than the server was said
+	// checked is whether pg_dump's version was held against the server's at the start, and
+	// warned whether one older than the server was said.
+	checked, warned atomic.Bool
 }
 
 // archiveRun is one dump under way, or finished and not yet taken up by a Drop.
@@ -177,10 +180,13 @@ func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) 
 		run.err = a.ctx.Err()
 		return
 	}
-	if run.err = b.dumpable(a.ctx); run.err != nil {
+	server, err := b.serverMajor(a.ctx)
+	if err == nil {
+		err = b.dumpable(a.ctx, server)
+	}
+	if run.err = err; err != nil {
 		return
 	}
-	var err error
 	made, err = a.to.Archive(a.ctx, b.dumpSource(db, as), run.name)
 	if err != nil {
 		run.err = err
@@ -198,29 +204,27 @@ func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) 
 	}
 }
 
-// dumpable refuses a pg_dump older than the server, which cannot dump it; said once as well.
-func (b *Backend) dumpable(ctx context.Context) error {
+// dumpable refuses a pg_dump older than the server (of major server), which cannot dump it;
+// said once as well.
+func (b *Backend) dumpable(ctx context.Context, server int) error {
 	major, line, err := b.archives.to.DumpMajor(ctx)
-	if err != nil {
+	if err != nil || major >= server {
 		return err
 	}
-	var server int
-	if err := b.pool.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int / 10000").Scan(&server); err != nil {
-		return fmt.Errorf("read the server's version: %w", err)
-	}
-	if major >= server {
-		return nil
-	}
 	err = fmt.Errorf("%s is older than the server (%d): it cannot dump it; give --pg-dump a pg_dump of %d or later", line, server, server)
-	a := b.archives
-	a.mu.Lock()
-	first := !a.warned
-	a.warned = true
-	a.mu.Unlock()
-	if first {
+	if !b.archives.warned.Swap(true) {
 		b.say(slog.LevelWarn, "", "no drop can be archived: %v", err)
 	}
 	return err
+}
+
+// serverMajor is the server's major version, as the pool's sessions find it.
+func (b *Backend) serverMajor(ctx context.Context) (int, error) {
+	var n int
+	if err := b.pool.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int / 10000").Scan(&n); err != nil {
+		return 0, fmt.Errorf("read the server's version: %w", err)
+	}
+	return n, nil
 }
 
 // recordArchive writes made into the archives' record, making its table where it is missing.

@@ -183,7 +183,7 @@ func TestAFailingArchiveCommandHoldsTheDropThenAWorkingOneArchives(t *testing.T)
 	is.NoErr(err) // the command stored it
 }
 
-func TestAPgDumpOlderThanTheServerHoldsEveryDropSaidOnce(t *testing.T) {
+func TestAPgDumpOlderThanTheServerIsSaidAtTheStartAndHoldsEveryDrop(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	bin := t.TempDir()
@@ -196,6 +196,10 @@ func TestAPgDumpOlderThanTheServerHoldsEveryDropSaidOnce(t *testing.T) {
 	to, err := archive.New(archive.Config{Dir: t.TempDir(), PgDump: filepath.Join(bin, "pg_dump")})
 	is.NoErr(err)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, Archive: to})
+	_, err = b.Managed(ctx) // the start's check of the server
+	is.NoErr(err)
+	said := strings.Join(e.log.said(), "\n")
+	is.True(strings.Contains(said, "no drop can be archived: pg_dump (PostgreSQL) 9.6.24 is older than the server")) // said at the start
 	e.b = b
 	first, second := name("olddump"), name("olddump")
 	e.mustCreate(provision(first))

@@ -135,6 +135,9 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
 		return nil, err
 	}
+	if b.archives != nil && !b.archives.checked.Swap(true) {
+		_ = b.dumpable(ctx, version/10000) // a pg_dump that cannot dump the server is said at the start
+	}
 	rows, err := results.Query()
 	if err != nil {
 		return nil, b.serverError(err)
