@@ -208,10 +208,17 @@ func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) 
 // said once as well.
 func (b *Backend) dumpable(ctx context.Context, server int) error {
 	major, line, err := b.archives.to.DumpMajor(ctx)
-	if err != nil || major >= server {
+	switch {
+	case err != nil:
 		return err
+	case major < server:
+		err = fmt.Errorf("%s is older than the server (%d): it cannot dump it; give --pg-dump a pg_dump of %d or later", line, server, server)
+	case archive.Unsafe(line):
+		err = fmt.Errorf("%s lacks the fix of CVE-2024-7348 (a consumer could run SQL in its session during the dump); give --pg-dump "+
+			"the latest release of its series (14.13, 15.8, 16.4 or later)", line)
+	default:
+		return nil
 	}
-	err = fmt.Errorf("%s is older than the server (%d): it cannot dump it; give --pg-dump a pg_dump of %d or later", line, server, server)
 	if !b.archives.warned.Swap(true) {
 		b.say(slog.LevelWarn, "", "no drop can be archived: %v", err)
 	}

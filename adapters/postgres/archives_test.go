@@ -306,3 +306,29 @@ func TestATakeOverAfterAnArchiveDoesNotDumpAgain(t *testing.T) {
 	_, err = os.Stat(filepath.Join(bin, "dumped"))
 	is.True(os.IsNotExist(err)) // without a dump
 }
+
+// The dump runs with the consumer's rights, never the provider's: what the consumer's role
+// cannot read (an operator's table in its database) holds the drop with pg_dump's own words.
+func TestTheDumpRunsAsTheConsumerAndWhatItCannotReadHoldsTheDrop(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	to, err := archive.New(archive.Config{Dir: t.TempDir(), PgDump: e.pgDumpFor()})
+	is.NoErr(err)
+	b := e.backendWith(postgres.Config{URL: e.srv.URL, Archive: to})
+	e.b = b
+	as := name("unreadable")
+	e.mustCreate(provision(as))
+	e.exec(as, "CREATE TABLE public.operators_only (x int)", "REVOKE ALL ON public.operators_only FROM PUBLIC")
+	_, err = dropArchived(t, b, as)
+	var h *ports.DropHeld
+	is.True(errors.As(err, &h) && h.Failed)
+	if !strings.Contains(h.Reason, "permission denied for table operators_only") {
+		t.Fatalf("held for %q, not the table the consumer cannot read", h.Reason)
+	}
+	var dbs int
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", as).Scan(&dbs))
+	is.Equal(dbs, 1) // nothing dropped
+	e.exec(as, "DROP TABLE public.operators_only")
+	_, err = dropArchived(t, b, as)
+	is.NoErr(err) // once readable, archived and dropped
+}

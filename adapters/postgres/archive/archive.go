@@ -120,6 +120,25 @@ func (a *Archiver) DumpMajor(ctx context.Context) (int, string, error) {
 	return n, line, nil
 }
 
+// fixedIn is, per major version, the first minor release whose pg_dump restricts the kinds of
+// relation it reads (restrict_nonsystem_relation_kind, CVE-2024-7348): before it, whoever can
+// create objects in a database being dumped can swap a table for a view and run SQL in pg_dump's
+// session. From 17 every release has it.
+var fixedIn = map[int]int{12: 20, 13: 16, 14: 13, 15: 8, 16: 4}
+
+var releaseOf = regexp.MustCompile(`\(PostgreSQL\) (\d+)(?:\.(\d+))?`)
+
+// Unsafe is whether pg_dump's version line names a release without that fix.
+func Unsafe(line string) bool {
+	m := releaseOf.FindStringSubmatch(line)
+	if m == nil {
+		return true
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return major < 12 || minor < fixedIn[major]
+}
+
 // Source is whom pg_dump and pg_restore connect as and to: Env holds libpq's variables
 // (PGHOST, PGPASSWORD, PGDATABASE, ...), never a command line, which ps shows; Role, where
 // set, is the role the session acts as (--role).

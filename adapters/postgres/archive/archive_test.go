@@ -257,3 +257,14 @@ func TestExpandQuotesEachValue(t *testing.T) {
 	is := is.New(t)
 	is.Equal(expand("cp %f %p 100%%", map[byte]string{'f': "a'b", 'p': "/t/x"}), `cp 'a'\''b' '/t/x' 100%`)
 }
+
+func TestAPgDumpWithoutTheRelationKindFixIsUnsafe(t *testing.T) {
+	is := is.New(t)
+	for line, unsafe := range map[string]bool{
+		"pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)": false, "pg_dump (PostgreSQL) 15.7": true, "pg_dump (PostgreSQL) 16.4": false,
+		"pg_dump (PostgreSQL) 14.12": true, "pg_dump (PostgreSQL) 18beta1": false, "pg_dump (PostgreSQL) 17.0": false, "pg_dump (PostgreSQL) 9.6.24": true,
+		"something else": true,
+	} {
+		is.Equal(Unsafe(line), unsafe) // line
+	}
+}

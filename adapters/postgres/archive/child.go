@@ -85,8 +85,14 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// last is the last line that is not blank.
+// last is the last line that says an error ("pg_dump: error: ..."), else the last that is not
+// blank: what follows an error (its detail, the query) says less than it.
 func (t *tail) last() string {
 	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "error: ") {
+			return strings.TrimSpace(lines[i])
+		}
+	}
 	return strings.TrimSpace(lines[len(lines)-1])
 }
