@@ -77,6 +77,11 @@ type daemon struct {
 	// ends while a read is under way queues none behind it.
 	usage   atomic.Pointer[usage]
 	readNow chan []domain.Status
+	// archives are the archives the record keeps, as last read for /status (archivesDue), after
+	// archivesMade archives of this process, at archivesRead.
+	archives     atomic.Pointer[[]ports.Archive]
+	archivesMade int
+	archivesRead time.Time
 }
 
 // newDaemon is a daemon not yet run, not ready until its first pass.

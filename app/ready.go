@@ -39,7 +39,9 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	d.metrics.Progress(d.loop.Progress()) // the pass just ended: what its calls counted, before what settled
 	d.metrics.Observe(r, reached)
 	if a, ok := d.server.(ports.Archiving); ok {
-		d.metrics.Archived(a.Archived())
+		counts := a.Archived()
+		d.metrics.Archived(counts)
+		d.archivesDue(ctx, a, counts, r.Standby)
 	}
 	d.usageDue(r)
 }
@@ -49,3 +51,23 @@ func (d *daemon) setWhy(why string) { d.why.Store(&why) }
 
 // notReady is why the daemon is not ready, "" where it is.
 func (d *daemon) notReady() string { return *d.why.Load() }
+
+// archivesEvery is how often /status's archives are read again from the record, besides after
+// each archive this process makes.
+const archivesEvery = 10 * time.Minute
+
+// archivesDue reads the archives the record keeps for /status, where this process made one
+// since it last read them, or archivesEvery has passed; not while standing by.
+func (d *daemon) archivesDue(ctx context.Context, a ports.Archiving, counts ports.ArchiveCounts, standby bool) {
+	if standby || counts.Made == d.archivesMade && time.Since(d.archivesRead) < archivesEvery {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kept, err := a.Archives(c)
+	if err != nil {
+		return // the record unreadable now: the last listing stands, tried again next pass
+	}
+	d.archives.Store(&kept)
+	d.archivesMade, d.archivesRead = counts.Made, time.Now()
+}

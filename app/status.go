@@ -38,6 +38,20 @@ type statusDoc struct {
 	// Rollouts is each extension update under way across the consumers: the extension, from
 	// and to, done of total, its canaries and when the rest follow, and why it is halted.
 	Rollouts []domain.Rollout `json:"rollouts"`
+	// Archives are the archives dropped consumers left (--archive-to, --archive-command), newest
+	// first, as the record kept them when last read.
+	Archives []archiveDoc `json:"archives,omitempty"`
+}
+
+// archiveDoc is one archive in /status.
+type archiveDoc struct {
+	As       string    `json:"as"`
+	Database string    `json:"database"`
+	Name     string    `json:"name"`
+	Place    string    `json:"place"`
+	Bytes    int64     `json:"bytes"`
+	SHA256   string    `json:"sha256"`
+	Made     time.Time `json:"made"`
 }
 
 // passDoc is the last pass in /status.
@@ -75,6 +89,12 @@ func (d *daemon) status() statusDoc {
 		}
 		if r.Rollouts != nil {
 			doc.Rollouts = r.Rollouts
+		}
+	}
+	if kept := d.archives.Load(); kept != nil {
+		for _, a := range *kept {
+			doc.Archives = append(doc.Archives, archiveDoc{As: a.As, Database: a.Database, Name: a.Name, Place: a.Place, Bytes: a.Size,
+				SHA256: a.SHA256, Made: a.Made})
 		}
 	}
 	if len(doc.Consumers) == 0 {

@@ -146,6 +146,7 @@ func writeStatus(w io.Writer, doc statusDoc, now time.Time) {
 	}
 	tw.Flush()
 	writeRollouts(w, doc.Rollouts, ago)
+	defer writeArchives(w, doc.Archives, ago)
 	if len(doc.Leaving) == 0 {
 		return
 	}
@@ -201,6 +202,22 @@ func writeRollouts(w io.Writer, rollouts []domain.Rollout, ago func(time.Time) s
 			state = "canaries first: " + strings.Join(r.Canaries, ", ")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d of %d\t%s\n", e(r.Subject), e(orDash(r.From)), e(r.To), r.Done, r.Total, e(state))
+	}
+	tw.Flush()
+}
+
+// writeArchives prints, where there are any, a line per archive a dropped consumer left:
+// whose, of what, its size, when it was made and where it is. Escaped as every field.
+func writeArchives(w io.Writer, archives []archiveDoc, ago func(time.Time) string) {
+	if len(archives) == 0 {
+		return
+	}
+	e := logger.Escape
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ARCHIVE OF	DATABASE	SIZE	MADE	WHERE")
+	for _, a := range archives {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e(a.As), e(a.Database), bytesText(a.Bytes), ago(a.Made), e(a.Place))
 	}
 	tw.Flush()
 }

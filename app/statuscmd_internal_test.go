@@ -87,3 +87,20 @@ func TestLeavingFieldsFromOutsideStayInTheirCells(t *testing.T) {
 	is.True(strings.HasSuffix(lines[4], `a\rb\x1b]0;title\a`))         // the error too
 	is.True(!strings.ContainsAny(out.String(), "\x1b\t\r\x07"))        // no raw control byte
 }
+
+func TestStatusListsTheArchivesDropsLeftLast(t *testing.T) {
+	is := is.New(t)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	var out strings.Builder
+	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true,
+		Consumers: []domain.Status{{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour)}},
+		Archives: []archiveDoc{{As: "gone", Database: "gone", Name: "gone-gone-16384-20261202T110000Z.dump",
+			Place: "/a/gone-gone-16384-20261202T110000Z.dump", Bytes: 1234567, Made: now.Add(-time.Hour)},
+			{As: "odd\x1b[2J", Database: "odd", Place: "odd.dump (via --archive-command)", Bytes: 10, Made: now.Add(-2 * time.Hour)}},
+	}, now)
+	is.True(strings.HasSuffix(out.String(), `
+ARCHIVE OF  DATABASE  SIZE    MADE        WHERE
+gone        gone      1.2 MB  1h0m0s ago  /a/gone-gone-16384-20261202T110000Z.dump
+odd\x1b[2J  odd       10 B    2h0m0s ago  odd.dump (via --archive-command)
+`))
+}

@@ -254,6 +254,18 @@ type Archiving interface {
 	Restore(ctx context.Context, as, from string) (string, error)
 	// Archived counts the archives this process made and failed since it started.
 	Archived() ArchiveCounts
+	// Archives lists the archives the backend's record keeps (those not deleted), newest first.
+	Archives(ctx context.Context) ([]Archive, error)
+}
+
+// Archive is one archive a drop left, as the backend's record keeps it.
+type Archive struct {
+	// As is the consumer's login, Database what was archived, Name and Place the archive and
+	// where it is.
+	As, Database, Name, Place string
+	Size                      int64
+	SHA256                    string
+	Made                      time.Time
 }
 
 // ArchiveCounts are the archives a process made (Made, their Bytes, the Seconds they took) and

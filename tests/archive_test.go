@@ -74,6 +74,15 @@ func TestADroppedConsumerIsArchivedAndRestoredByTheCommand(t *testing.T) {
 	eventually(t, "the archive counted", func() bool {
 		return p.metric("provisioner_archives_total") == 1 && p.metric("provisioner_archive_bytes_total") > 0
 	})
+	eventually(t, "the archive in /status", func() bool {
+		var doc struct {
+			Archives []struct {
+				As     string `json:"as"`
+				SHA256 string `json:"sha256"`
+			} `json:"archives"`
+		}
+		return p.status(&doc) == nil && len(doc.Archives) == 1 && doc.Archives[0].As == letta.as && len(doc.Archives[0].SHA256) == 64
+	})
 	is.Equal(p.stop(), 0)
 	files, _ := filepath.Glob(filepath.Join(dir, letta.as+"-*.dump"))
 	is.Equal(len(files), 1) // the archive, whole

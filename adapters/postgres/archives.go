@@ -157,6 +157,35 @@ func (b *Backend) Archived() ports.ArchiveCounts {
 	return b.archives.counts
 }
 
+// Archives lists the archives the record keeps of this provider's consumers, newest first (at
+// most maxListed).
+func (b *Backend) Archives(ctx context.Context) ([]ports.Archive, error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, b.serverError(err)
+	}
+	defer conn.Release()
+	var there bool
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", archiveTable).Scan(&there); err != nil || !there {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT login, database, name, place, size, sha256, made_at FROM `+archiveTable+`
+	    WHERE resource = $1 AND deleted_at IS NULL ORDER BY made_at DESC LIMIT $2`, b.resource, maxListed)
+	if err != nil {
+		return nil, fmt.Errorf("read the archives' record: %w", err)
+	}
+	var out []ports.Archive
+	var a ports.Archive
+	_, err = pgx.ForEachRow(rows, []any{&a.As, &a.Database, &a.Name, &a.Place, &a.Size, &a.SHA256, &a.Made}, func() error {
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}
+
+// maxListed is the most archives Archives lists.
+const maxListed = 1000
+
 // archive takes one dump, in a slot, checks and records it, counts it, and closes run.done.
 func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) {
 	defer close(run.done)
