@@ -332,3 +332,39 @@ func TestTheDumpRunsAsTheConsumerAndWhatItCannotReadHoldsTheDrop(t *testing.T) {
 	_, err = dropArchived(t, b, as)
 	is.NoErr(err) // once readable, archived and dropped
 }
+
+// Archives older than --archive-keep leave the folder after the next archive, and their record
+// says so: a restore then says there is none.
+func TestArchivesPastTheirKeepAreDeletedAndTheRecordSaysSo(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	dir := t.TempDir()
+	to, err := archive.New(archive.Config{Dir: dir, PgDump: e.pgDumpFor(), Keep: 30 * 24 * time.Hour})
+	is.NoErr(err)
+	b := e.backendWith(postgres.Config{URL: e.srv.URL, Archive: to})
+	e.b = b
+	old, next := name("kept"), name("kept")
+	e.mustCreate(provision(old))
+	e.mustCreate(provision(next))
+	_, err = dropArchived(t, b, old)
+	is.NoErr(err)
+	files, _ := filepath.Glob(filepath.Join(dir, old+"-*.dump"))
+	is.Equal(len(files), 1)
+	month := time.Now().Add(-31 * 24 * time.Hour)
+	is.NoErr(os.Chtimes(files[0], month, month)) // made a month ago
+	_, err = dropArchived(t, b, next)
+	is.NoErr(err)
+	_, err = os.Stat(files[0])
+	is.True(os.IsNotExist(err)) // swept
+	var deleted bool
+	is.NoErr(e.admin("").QueryRow(ctx, "SELECT deleted_at IS NOT NULL FROM novox_provisioner.archives WHERE login = $1", old).Scan(&deleted))
+	is.True(deleted) // and the record says so
+	_, err = b.Restore(ctx, old, "")
+	is.True(err != nil && strings.Contains(err.Error(), "no archive of "+old+" is recorded"))
+	kept, err := b.Archives(ctx)
+	is.NoErr(err)
+	is.True(len(kept) >= 1)
+	for _, a := range kept {
+		is.True(a.As != old) // the list keeps only what is there
+	}
+}

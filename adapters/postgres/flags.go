@@ -112,8 +112,8 @@ func (f *Flags) Check() error {
 	switch {
 	case f.Archive.Dir != "" && f.Archive.Command != "":
 		return errors.New("--archive-to and --archive-command: give one of them")
-	case f.Archive.Keep < 0:
-		return fmt.Errorf("--archive-keep %s: want a duration of 0 or more", f.Archive.Keep)
+	case f.Archive.Keep < 0 || f.Archive.Keep > 0 && f.Archive.Keep < time.Hour:
+		return fmt.Errorf("--archive-keep %s: want 0 (for ever) or an hour or more: an archive is kept at least until its drop", f.Archive.Keep)
 	case f.ArchiveParallel < 1:
 		return fmt.Errorf("--archive-parallel %d: want 1 or more", f.ArchiveParallel)
 	}
