@@ -5,18 +5,16 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/novox/postgres-provider/adapters/postgres/archive"
 	"github.com/novox/postgres-provider/ports"
 )
 
@@ -92,7 +90,7 @@ func (b *Backend) archiveToRestore(ctx context.Context, as, from string) (archiv
 	sum := ""
 	if from != "" {
 		var err error
-		if sum, err = fileSHA256(from); err != nil {
+		if sum, err = archive.Sum(from); err != nil {
 			return archived{}, "", nil, fmt.Errorf("--from: %w", err)
 		}
 	}
@@ -179,20 +177,6 @@ func extensionsIn(toc []string) []string {
 		}
 	}
 	return out
-}
-
-// fileSHA256 is the hex SHA-256 of the file at path.
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // throwaway is a password nobody knows, for the moment a restored login exists before it is

@@ -338,7 +338,7 @@ func (a *Archiver) Fetch(ctx context.Context, name, sum string) (path string, do
 			return "", nil, err
 		}
 	}
-	got, err := fileSum(path)
+	got, err := Sum(path)
 	if err == nil && got != sum {
 		err = fmt.Errorf("archive %s: its SHA-256 is %s, the record says %s; not restored (tampered with, or another file)", name, got, sum)
 	}
@@ -349,8 +349,8 @@ func (a *Archiver) Fetch(ctx context.Context, name, sum string) (path string, do
 	return path, done, nil
 }
 
-// fileSum is the hex SHA-256 of the file at path.
-func fileSum(path string) (string, error) {
+// Sum is the hex SHA-256 of the file at path, as Made.SHA256 says an archive's.
+func Sum(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
