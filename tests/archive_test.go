@@ -3,9 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,29 +15,17 @@ import (
 	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
-// pgDumpFor is a pg_dump that can dump the server at url: the one beside the server's binaries,
-// else PATH's; the test skips, saying why, where none is as new as the server.
+// pgDumpFor is a pg_dump that can dump srv; the test skips, saying why, where this machine has
+// none as new as it.
 func pgDumpFor(t *testing.T, srv *pgserver.TestServer) string {
 	t.Helper()
-	var places []string
-	if srv.Local != nil {
-		places = append(places, filepath.Join(srv.Local.Bin, "pg_dump"))
-	}
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		places = append(places, p)
-	}
 	var server int
 	is.New(t).NoErr(query(t, srv.URL, "", "SELECT current_setting('server_version_num')::int / 10000", &server))
-	for _, p := range places {
-		out, err := exec.Command(p, "--version").Output()
-		if m := regexp.MustCompile(`\) (\d+)`).FindSubmatch(out); err == nil && len(m) > 1 {
-			if n, _ := strconv.Atoi(string(m[1])); n >= server {
-				return p
-			}
-		}
+	p, places := pgserver.PgDump(srv.Local, server)
+	if p == "" {
+		t.Skipf("no pg_dump of %d or later on this machine (looked at %v): archives are tested where there is one", server, places)
 	}
-	t.Skipf("no pg_dump of %d or later on this machine (looked at %v): archives are tested where there is one", server, places)
-	return ""
+	return p
 }
 
 // The operator's whole story: a consumer unlisted with --on-withdraw drop and --archive-to is

@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,33 +17,41 @@ import (
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/adapters/postgres/archive"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
-// pgDumpFor is a pg_dump that can dump the env's server: the one beside its binaries, else
-// PATH's; the test skips, saying why, where there is none as new as the server.
+// pgDumpFor is a pg_dump that can dump the env's server; the test skips, saying why, where this
+// machine has none as new as the server.
 func (e *env) pgDumpFor() string {
 	e.t.Helper()
-	var places []string
-	if e.srv.Local != nil {
-		places = append(places, filepath.Join(e.srv.Local.Bin, "pg_dump"))
+	server := e.serverMajor()
+	p, places := pgserver.PgDump(e.srv.Local, server)
+	if p == "" {
+		e.t.Skipf("no pg_dump of %d or later on this machine (looked at %v): the archive of a drop is tested where there is one", server, places)
 	}
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		places = append(places, p)
+	return p
+}
+
+// serverMajor is the env's server's major version.
+func (e *env) serverMajor() int {
+	e.t.Helper()
+	var n int
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&n))
+	return n
+}
+
+// olderPgDump is PATH's pg_dump and its version line where it is older than the env's server,
+// else "".
+func (e *env) olderPgDump() (string, string) {
+	e.t.Helper()
+	p, err := exec.LookPath("pg_dump")
+	if err != nil {
+		return "", ""
 	}
-	var server int
-	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&server))
-	for _, p := range places {
-		out, err := exec.Command(p, "--version").Output()
-		if err != nil {
-			continue
-		}
-		m := regexp.MustCompile(`\) (\d+)`).FindSubmatch(out)
-		if n, _ := strconv.Atoi(string(m[1])); len(m) > 1 && n >= server {
-			return p
-		}
+	if n, line := pgserver.DumpMajor(p); n > 0 && n < e.serverMajor() {
+		return p, line
 	}
-	e.t.Skipf("no pg_dump of %d or later on this machine (looked at %v): the archive of a drop is tested where there is one", server, places)
-	return ""
+	return "", ""
 }
 
 // dropArchived drops as with b, calling Drop again while it is held for its archive, until it
@@ -193,13 +199,17 @@ func TestAPgDumpOlderThanTheServerIsSaidAtTheStartAndHoldsEveryDrop(t *testing.T
 	} {
 		is.NoErr(os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755))
 	}
-	to, err := archive.New(archive.Config{Dir: t.TempDir(), PgDump: filepath.Join(bin, "pg_dump")})
+	pgDump, version := filepath.Join(bin, "pg_dump"), "pg_dump (PostgreSQL) 9.6.24"
+	if real, line := e.olderPgDump(); real != "" {
+		pgDump, version = real, line // a real one, where the server is newer than PATH's (16 to 18 here)
+	}
+	to, err := archive.New(archive.Config{Dir: t.TempDir(), PgDump: pgDump})
 	is.NoErr(err)
 	b := e.backendWith(postgres.Config{URL: e.srv.URL, Archive: to})
 	_, err = b.Managed(ctx) // the start's check of the server
 	is.NoErr(err)
 	said := strings.Join(e.log.said(), "\n")
-	is.True(strings.Contains(said, "no drop can be archived: pg_dump (PostgreSQL) 9.6.24 is older than the server")) // said at the start
+	is.True(strings.Contains(said, "no drop can be archived: "+version+" is older than the server")) // said at the start
 	e.b = b
 	first, second := name("olddump"), name("olddump")
 	e.mustCreate(provision(first))
