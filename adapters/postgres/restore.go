@@ -53,7 +53,8 @@ func (b *Backend) Restore(ctx context.Context, as, from string) (string, error) 
 		return "", err
 	}
 	exts := extensionsIn(toc)
-	p := ports.Provision{As: as, Password: throwaway(), Derived: a.record.Derived, Values: map[string]any{}}
+	// The database by the name the record keeps, whether derived named it or the consumer's values did.
+	p := ports.Provision{As: as, Password: throwaway(), Derived: a.record.Derived, Values: map[string]any{"name": a.database}}
 	if len(exts) > 0 {
 		names := make([]any, len(exts))
 		for i, x := range exts {
