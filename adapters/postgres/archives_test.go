@@ -238,7 +238,8 @@ func sha(data []byte) string {
 }
 
 // In delegated mode the provider dumps and restores as the member of the consumer's role it
-// is; the archives' record lives in a provider database it owns.
+// is; the archives' record lives in a provider database it owns. The database is named by the
+// consumer's values, not after its login, and comes back by that name.
 func TestADelegatedProviderArchivesAndRestores(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
@@ -256,10 +257,12 @@ func TestADelegatedProviderArchivesAndRestores(t *testing.T) {
 	is.Equal(b.Mode(), postgres.ModeDelegated)
 	as := name("darch")
 	p := provision(as, "pg_trgm")
+	db := as + "_db"
+	p.Values["name"] = db // a database named otherwise than its login, by the consumer's values
 	if err := errOf(b.Create(ctx, p)); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	c := e.mustLogin(as, p.Password, as)
+	c := e.mustLogin(as, p.Password, db)
 	_, err = c.Exec(ctx, `CREATE TABLE rows AS SELECT g AS n FROM generate_series(1, 1000) g`)
 	is.NoErr(err)
 	c.Close(ctx)
@@ -269,14 +272,14 @@ func TestADelegatedProviderArchivesAndRestores(t *testing.T) {
 	is.NoErr(err) // archived, then dropped
 	said, err := b.Restore(ctx, as, "")
 	is.NoErr(err)
-	is.True(strings.Contains(said, "restored database "+as))
+	is.True(strings.Contains(said, "restored database "+db))
 	var n int
-	is.NoErr(e.admin(as).QueryRow(ctx, "SELECT count(*) FROM rows").Scan(&n))
+	is.NoErr(e.admin(db).QueryRow(ctx, "SELECT count(*) FROM rows").Scan(&n))
 	is.Equal(n, 1000)
 	var owner, schema string
-	is.NoErr(e.admin(as).QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE tablename = 'rows'").Scan(&owner))
+	is.NoErr(e.admin(db).QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE tablename = 'rows'").Scan(&owner))
 	is.Equal(owner, as)
-	is.NoErr(e.admin(as).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&schema))
+	is.NoErr(e.admin(db).QueryRow(ctx, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'").Scan(&schema))
 	is.Equal(schema, "extensions")
 }
 
