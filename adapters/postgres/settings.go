@@ -103,24 +103,31 @@ func vetSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
 	if len(w.settings) == 0 {
 		return nil
 	}
+	// One round trip: the settings' contexts, then each value tried with set_config local to
+	// the batch's own transaction, which ends with it (a batch is one implicit transaction): no
+	// value outlives the question. A context refused is said before a value the server rejects.
 	names := make([]string, len(w.settings))
 	for i, s := range w.settings {
 		names[i] = s.name
 	}
-	rows, err := conn.Query(ctx, `SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name = ANY($1)`, names)
-	if err != nil {
-		return fmt.Errorf("read settings: %w", err)
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name = ANY($1)`, names)
+	var tried []string
+	for _, s := range w.settings {
+		if s.value != nil { // a reset takes nothing
+			batch.Queue(`SELECT pg_catalog.set_config($1, $2, true)`, s.name, *s.value)
+			tried = append(tried, s.name)
+		}
 	}
+	results := conn.SendBatch(ctx, batch)
+	defer results.Close()
 	contexts := map[string]string{}
 	var name, where string
-	for rows.Next() {
-		if err := rows.Scan(&name, &where); err != nil {
-			rows.Close()
-			return fmt.Errorf("read settings: %w", err)
-		}
-		contexts[name] = where
+	rows, err := results.Query()
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&name, &where}, func() error { contexts[name] = where; return nil })
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("read settings: %w", err)
 	}
 	for _, s := range w.settings {
@@ -132,20 +139,12 @@ func vetSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
 			return invalid(fmt.Errorf("setting %s: a consumer's role cannot have it (its context is %s)", s.name, c))
 		}
 	}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("read settings: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, s := range w.settings {
-		if s.value == nil {
-			continue // reset: nothing to take
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, s.name, *s.value); err != nil {
-			return settingRefused(s.name, err)
+	for _, name := range tried {
+		if _, err := results.Exec(); err != nil {
+			return settingRefused(name, err)
 		}
 	}
-	return nil
+	return results.Close()
 }
 
 // settingRefused is the server's refusal of a setting's value, or of the provider's setting
