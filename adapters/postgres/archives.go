@@ -224,8 +224,11 @@ func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) 
 	if run.err = b.recordArchive(a.ctx, as, db, oid, made, r); run.err != nil {
 		return
 	}
-	b.say(slog.LevelInfo, as, "%s: archived %s (%s) as %s (sha256 %s) before its drop, in %s", as, db, bytesText(made.Size),
-		a.to.Where(made.Name), made.SHA256, made.Took.Round(time.Millisecond))
+	if b.log != nil { // the audit trail's, as the domain's created and dropped are
+		b.log.Log(ports.Entry{Level: slog.LevelInfo, Consumer: as, Event: "archived", Message: fmt.Sprintf(
+			"%s: archived %s (%s) as %s (sha256 %s) before its drop, in %s", as, db, bytesText(made.Size),
+			a.to.Where(made.Name), made.SHA256, made.Took.Round(time.Millisecond))})
+	}
 	if gone, err := a.to.Sweep(time.Now()); err != nil {
 		b.say(slog.LevelWarn, "", "archives older than --archive-keep: %v", err)
 	} else if len(gone) > 0 {
