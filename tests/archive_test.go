@@ -28,18 +28,23 @@ func pgDumpFor(t *testing.T, srv *pgserver.TestServer) string {
 	return p
 }
 
+// archiveScene is where each archive test starts: the shared server's URL, a pg_dump for it, a
+// folder for archives, and a mesh listing letta.
+func archiveScene(t *testing.T) (url, pgDump, dir string, m *mesh, letta consumer) {
+	t.Helper()
+	srv := pgserver.Shared(t)
+	m = newMesh(t)
+	letta = consumer{as: name("letta"), password: randomHex(8)}
+	m.give(letta)
+	return srv.URL, pgDumpFor(t, srv), t.TempDir(), m, letta
+}
+
 // The operator's whole story: a consumer unlisted with --on-withdraw drop and --archive-to is
 // archived, then dropped; `provisioner restore` brings its data back, withdrawn; listed again,
 // it logs in to its data.
 func TestADroppedConsumerIsArchivedAndRestoredByTheCommand(t *testing.T) {
 	is := is.New(t)
-	srv := pgserver.Shared(t)
-	url := srv.URL
-	pgDump := pgDumpFor(t, srv)
-	dir := t.TempDir()
-	m := newMesh(t)
-	letta := consumer{as: name("letta"), password: randomHex(8)}
-	m.give(letta)
+	url, pgDump, dir, m, letta := archiveScene(t)
 	archiving := []string{"--archive-to", dir, "--pg-dump", pgDump}
 	p := start(t, nil, daemonArgs(m, url, append([]string{"--on-withdraw", "drop", "--drop-after", "0"}, archiving...)...)...)
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
@@ -110,14 +115,8 @@ func stuckDump(t *testing.T, real string) (path, started string) {
 // next daemon archives before it drops.
 func TestAKilledDaemonLeavesNoArchiveThatLooksWholeAndTheNextArchivesFirst(t *testing.T) {
 	is := is.New(t)
-	srv := pgserver.Shared(t)
-	url := srv.URL
-	pgDump := pgDumpFor(t, srv)
+	url, pgDump, dir, m, letta := archiveScene(t)
 	stuck, started := stuckDump(t, pgDump)
-	dir := t.TempDir()
-	m := newMesh(t)
-	letta := consumer{as: name("letta"), password: randomHex(8)}
-	m.give(letta)
 	drop := []string{"--on-withdraw", "drop", "--drop-after", "0", "--archive-to", dir}
 	p := start(t, nil, daemonArgs(m, url, append(drop, "--pg-dump", stuck)...)...)
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
@@ -152,13 +151,7 @@ func TestAKilledDaemonLeavesNoArchiveThatLooksWholeAndTheNextArchivesFirst(t *te
 // nothing.
 func TestAFullDiskHoldsTheDropWithOneLine(t *testing.T) {
 	is := is.New(t)
-	srv := pgserver.Shared(t)
-	url := srv.URL
-	pgDump := pgDumpFor(t, srv)
-	dir := t.TempDir()
-	m := newMesh(t)
-	letta := consumer{as: name("letta"), password: randomHex(8)}
-	m.give(letta)
+	url, pgDump, dir, m, letta := archiveScene(t)
 	args := daemonArgs(m, url, "--on-withdraw", "drop", "--drop-after", "0", "--archive-to", dir, "--pg-dump", pgDump)
 	p := launchVia(t, nil, []string{"/bin/sh", "-c", `ulimit -f 64 && exec "$@"`, "sh"}, args...)
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
