@@ -108,13 +108,19 @@ func find(path, name, flag string) (string, error) {
 
 var versionLine = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
 
-// DumpMajor is pg_dump's major version and its version line: "pg_dump (PostgreSQL) 15.18" is 15.
+// DumpMajor is pg_dump's major version and its version line: "pg_dump (PostgreSQL) 15.18" is 15,
+// "pg_dump (PostgreSQL) 18beta1" 18.
 func (a *Archiver) DumpMajor(ctx context.Context) (int, string, error) {
-	out, err := exec.CommandContext(ctx, a.pgDump, "--version").Output()
-	line := strings.TrimSpace(string(out))
+	version := a.command(ctx, Source{}, a.pgDump, "--version")
+	var out bytes.Buffer
+	version.cmd.Stdout = &out
+	if err := version.run("pg_dump --version"); err != nil {
+		return 0, "", err
+	}
+	line := strings.TrimSpace(out.String())
 	m := versionLine.FindStringSubmatch(line)
-	if err != nil || m == nil {
-		return 0, "", fmt.Errorf("%s --version: %q: %v", a.pgDump, line, err)
+	if m == nil {
+		return 0, "", fmt.Errorf("%s --version: %q is not a version line", a.pgDump, line)
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n, line, nil
@@ -217,13 +223,14 @@ func (a *Archiver) toFolder(ctx context.Context, dump *child, out io.Reader, tal
 	}
 	_, copyErr := io.Copy(io.MultiWriter(f, tally), out)
 	if copyErr != nil {
-		_, _ = io.Copy(io.Discard, out) // let pg_dump end rather than block on a full pipe
+		dump.kill() // the folder takes no more (a full disk): dumping on would write nowhere
 	}
-	if err := dump.wait("pg_dump"); err != nil {
-		return Made{}, err
-	}
+	dumpErr := dump.wait("pg_dump")
 	if copyErr != nil {
 		return Made{}, a.inFolder(copyErr)
+	}
+	if dumpErr != nil {
+		return Made{}, dumpErr
 	}
 	if err := f.Sync(); err != nil {
 		return Made{}, a.inFolder(err)
@@ -267,22 +274,35 @@ func (a *Archiver) toCommand(ctx context.Context, dump *child, out io.Reader, ta
 	if err != nil {
 		return err
 	}
-	for _, c := range []*child{store, check, dump} {
+	children := []*child{store, check, dump}
+	for i, c := range children {
 		if err := c.start(); err != nil {
+			for _, started := range children[:i] {
+				started.kill()
+				_ = started.cmd.Wait()
+			}
 			return err
 		}
 	}
 	checker := &lenient{w: checkIn}
 	_, copyErr := io.Copy(io.MultiWriter(in, checker, tally), out)
 	if copyErr != nil {
-		_, _ = io.Copy(io.Discard, out)
+		dump.kill() // only the command's input fails: it stopped reading, so dumping on is for nothing
+	}
+	dumpErr := dump.wait("pg_dump")
+	checkIn.Close()
+	checkErr := check.wait("pg_restore --list")
+	if copyErr == nil && (dumpErr != nil || checkErr != nil) {
+		// No end of input for a bad stream: a command that keeps what it read once its input
+		// ends (an upload that completes at EOF) must not keep a part of an archive.
+		store.kill()
 	}
 	in.Close()
-	checkIn.Close()
-	dumpErr := dump.wait("pg_dump")
 	storeErr := store.wait("archive command")
-	checkErr := check.wait("pg_restore --list")
-	return errors.Join(firstOf(dumpErr, storeErr, copyErr, checkErr))
+	if copyErr != nil {
+		return firstOf(storeErr, fmt.Errorf("archive command stopped reading the archive before its end: %w", copyErr))
+	}
+	return firstOf(dumpErr, checkErr, storeErr)
 }
 
 // firstOf is the first error that is not nil.
@@ -406,11 +426,13 @@ func (a *Archiver) Restore(ctx context.Context, src Source, path string, keep fu
 	return restore.run("pg_restore")
 }
 
-// dbname is the database src's environment names, for pg_restore's --dbname, which it needs.
+// dbname is the database src's environment names, as a connection string: pg_restore needs
+// --dbname (without it, it writes SQL to its stdout), and would take a bare name holding "=" for
+// a connection string. The rest of the connection comes from src's environment still.
 func dbname(src Source) string {
 	for _, kv := range src.Env {
 		if v, ok := strings.CutPrefix(kv, "PGDATABASE="); ok {
-			return v
+			return "dbname='" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 		}
 	}
 	return ""

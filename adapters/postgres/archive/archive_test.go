@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,15 +16,17 @@ import (
 )
 
 // fakes writes a pg_dump and a pg_restore into a folder of the test's: pg_dump prints its
-// version, or does what the file mode beside it says (write a file's content, "fail", "sleep"),
-// its environment and arguments written to env.txt and args.txt beside it; pg_restore --list reads the file or stdin, and fails on data that starts
-// with BAD.
+// version (the file version beside it, else 15.18's), or does what the file mode beside it says
+// (write a file's content, "fail", "sleep"), its environment and arguments written to env.txt
+// and args.txt beside it; pg_restore --list reads the file or stdin, fails on data that starts
+// with BAD, else prints a table of contents; a restore writes its arguments to restore-args.txt
+// and copies its --use-list file to list.txt.
 func fakes(t *testing.T) (dir, pgDump string) {
 	t.Helper()
 	dir = t.TempDir()
 	scripts := map[string]string{
 		"pg_dump": `#!/bin/sh
-[ "$1" = --version ] && { echo 'pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)'; exit 0; }
+[ "$1" = --version ] && { cat "$(dirname "$0")/version" 2>/dev/null || echo 'pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)'; exit 0; }
 env > "$(dirname "$0")/env.txt"
 echo "$@" > "$(dirname "$0")/args.txt"
 mode=$(cat "$(dirname "$0")/mode")
@@ -33,9 +37,14 @@ sleep) echo $$ > "$(dirname "$0")/pid.txt"; exec sleep 60 ;;
 esac
 `,
 		"pg_restore": `#!/bin/sh
-[ "$1" = --list ] || exit 2
-if [ -n "$2" ]; then head -c 3 "$2"; else head -c 3; fi | grep -q BAD && { echo 'pg_restore: error: did not find magic string' >&2; exit 1; }
-exit 0
+here=$(dirname "$0")
+if [ "$1" = --list ]; then
+	if [ -n "$2" ]; then head -c 3 "$2"; else head -c 3; fi | grep -q BAD && { echo 'pg_restore: error: did not find magic string' >&2; exit 1; }
+	printf '; Archive created\n;\n1; 2615 2200 SCHEMA - public pg\n2; 3079 16384 EXTENSION - secret_ext\n3; 1259 16385 TABLE public t letta\n'
+	exit 0
+fi
+echo "$@" > "$here/restore-args.txt"
+for arg; do case "$arg" in --use-list=*) cp "${arg#--use-list=}" "$here/list.txt" ;; esac; done
 `,
 	}
 	for name, body := range scripts {
@@ -81,6 +90,7 @@ func TestAnArchiveInTheFolderIsWholeAndChecked(t *testing.T) {
 	dumping(t, bin, content)
 	made, err := a.Archive(ctx, Source{Env: []string{"PGPASSWORD=s3cret"}, Role: "letta"}, "letta.dump")
 	is.NoErr(err)
+	is.Equal(made.Name, "letta.dump")
 	is.Equal(made.Size, int64(len(content)))
 	is.Equal(made.SHA256, sumOf(content))
 	got, err := os.ReadFile(filepath.Join(dir, "letta.dump"))
@@ -89,8 +99,12 @@ func TestAnArchiveInTheFolderIsWholeAndChecked(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
 	is.Equal(len(left), 0) // no partial file
 
+	dumping(t, bin, "PGDMP other")
 	_, err = a.Archive(ctx, Source{}, "letta.dump")
 	is.True(err != nil && strings.Contains(err.Error(), "never written over"))
+	got, err = os.ReadFile(filepath.Join(dir, "letta.dump"))
+	is.NoErr(err)
+	is.Equal(string(got), content) // the archive there is as it was
 }
 
 func TestWhatFailsLeavesNoArchiveThatLooksWhole(t *testing.T) {
@@ -112,6 +126,7 @@ func TestWhatFailsLeavesNoArchiveThatLooksWhole(t *testing.T) {
 			_, err = a.Archive(ctx, Source{Env: []string{"PGPASSWORD=s3cret"}}, "x.dump")
 			is.True(err != nil)
 			is.Equal(err.Error(), tc.says)
+			is.True(!strings.Contains(err.Error(), "s3cret")) // no password in an error
 			entries, _ := os.ReadDir(dir)
 			is.Equal(len(entries), 0) // neither the archive nor its partial
 		})
@@ -142,6 +157,41 @@ func TestAnArchiveCommandGetsTheStreamAndItsFailureIsTheArchives(t *testing.T) {
 	is.Equal(err.Error(), "archive command exited with status 3: bucket is full")
 }
 
+func TestAnArchiveCommandSeesNoEndOfABadStream(t *testing.T) {
+	for _, tc := range []struct{ name, dump, says string }{
+		{"pg_dump fails", "fail", "pg_dump exited with status 1: pg_dump: error: query failed: ERROR:  permission denied for table secret"},
+		{"the check fails", "BAD archive", "pg_restore --list exited with status 1: pg_restore: error: did not find magic string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := is.New(t)
+			bin, pgDump := fakes(t)
+			store := t.TempDir()
+			a, err := New(Config{Command: "cat > " + store + "/%f && touch " + store + "/kept", PgDump: pgDump})
+			is.NoErr(err)
+			if tc.dump == "fail" {
+				doing(t, bin, "fail")
+			} else {
+				dumping(t, bin, tc.dump)
+			}
+			_, err = a.Archive(ctx, Source{}, "x.dump")
+			is.True(err != nil)
+			is.Equal(err.Error(), tc.says)
+			_, err = os.Stat(filepath.Join(store, "kept"))
+			is.True(os.IsNotExist(err)) // the command was ended, not given the end of its input
+		})
+	}
+}
+
+func TestAnArchiveCommandThatStopsReadingFails(t *testing.T) {
+	is := is.New(t)
+	bin, pgDump := fakes(t)
+	dumping(t, bin, "PGDMP "+strings.Repeat("x", 1<<20))
+	a, err := New(Config{Command: "head -c 10 >/dev/null", PgDump: pgDump})
+	is.NoErr(err)
+	_, err = a.Archive(ctx, Source{}, "x.dump")
+	is.True(err != nil && strings.HasPrefix(err.Error(), "archive command stopped reading the archive before its end")) // a truncated store is no archive
+}
+
 func TestAStoppedArchiveKillsPgDump(t *testing.T) {
 	is := is.New(t)
 	bin, pgDump := fakes(t)
@@ -152,12 +202,13 @@ func TestAStoppedArchiveKillsPgDump(t *testing.T) {
 	c, cancel := context.WithCancel(ctx)
 	errs := make(chan error, 1)
 	go func() { _, err := a.Archive(c, Source{}, "z.dump"); errs <- err }()
-	deadline := time.Now().Add(10 * time.Second)
-	for { // pg_dump started
-		if _, err := os.Stat(filepath.Join(bin, "pid.txt")); err == nil || time.Now().After(deadline) {
-			break
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) { // pg_dump started
+		if time.Now().After(deadline) {
+			t.Fatal("the fake pg_dump did not start")
 		}
-		time.Sleep(10 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(bin, "pid.txt"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	cancel()
 	select {
@@ -166,6 +217,7 @@ func TestAStoppedArchiveKillsPgDump(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Archive did not return after its context ended")
 	}
+	is.Equal(syscall.Kill(pid, 0), syscall.ESRCH) // pg_dump is gone, and was reaped
 	entries, _ := os.ReadDir(dir)
 	is.Equal(len(entries), 0)
 }
@@ -251,6 +303,34 @@ func TestNewAndDumpMajorSayWhatIsWrong(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(major, 15)
 	is.True(strings.HasPrefix(line, "pg_dump (PostgreSQL) 15.18"))
+
+	bin := filepath.Dir(pgDump)
+	is.NoErr(os.WriteFile(filepath.Join(bin, "version"), []byte("pg_dump (PostgreSQL) 18beta1\n"), 0o600))
+	major, line, err = a.DumpMajor(ctx)
+	is.NoErr(err)
+	is.Equal(major, 18)
+	is.Equal(line, "pg_dump (PostgreSQL) 18beta1")
+	is.NoErr(os.WriteFile(filepath.Join(bin, "version"), []byte("pg_dump, some other program\n"), 0o600))
+	_, _, err = a.DumpMajor(ctx)
+	is.True(err != nil && strings.Contains(err.Error(), "is not a version line"))
+}
+
+func TestRestoreKeepsTheEntriesKeepAnswersAndReachesThroughTheEnvironment(t *testing.T) {
+	is := is.New(t)
+	bin, pgDump := fakes(t)
+	a, err := New(Config{Dir: t.TempDir(), PgDump: pgDump})
+	is.NoErr(err)
+	path := filepath.Join(t.TempDir(), "a.dump")
+	is.NoErr(os.WriteFile(path, []byte("PGDMP a"), 0o600))
+	src := Source{Env: []string{"PGPASSWORD=s3cret", "PGDATABASE=it's"}, Role: "letta"}
+	err = a.Restore(ctx, src, path, func(line string) bool { return !strings.Contains(line, "EXTENSION") })
+	is.NoErr(err)
+	list, _ := os.ReadFile(filepath.Join(bin, "list.txt"))
+	is.Equal(string(list), "; Archive created\n;\n1; 2615 2200 SCHEMA - public pg\n3; 1259 16385 TABLE public t letta\n")
+	args, _ := os.ReadFile(filepath.Join(bin, "restore-args.txt"))
+	is.True(strings.HasPrefix(string(args), "--role=letta --no-owner --exit-on-error --single-transaction --no-password --use-list="))
+	is.True(strings.HasSuffix(string(args), ` --dbname=dbname='it\'s' `+path+"\n")) // the name quoted as a connection string's
+	is.True(!strings.Contains(string(args), "s3cret"))
 }
 
 func TestExpandQuotesEachValue(t *testing.T) {

@@ -47,6 +47,9 @@ func environ(extra []string) []string {
 
 func (c *child) start() error { return c.cmd.Start() }
 
+// kill ends the child's process group at once; wait still reaps it.
+func (c *child) kill() { _ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
+
 // run starts the child and waits for it; what names it in an error.
 func (c *child) run(what string) error {
 	if err := c.start(); err != nil {
