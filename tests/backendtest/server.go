@@ -77,6 +77,36 @@ func RunServer(t *testing.T, open func(t *testing.T, resource string) ports.Serv
 			t.Fatalf("usage of %s, never created: %+v", never.As, got[never.As])
 		}
 	})
+	t.Run("one that archives counts nothing before its first archive, lists its record's, and restores nothing it never archived", func(t *testing.T) {
+		s := open(t, "contract-archives")
+		a, ok := s.(ports.Archiving)
+		if !ok {
+			t.Skip("the Server keeps no archives (ports.Archiving)")
+		}
+		if c := a.Archived(); c != (ports.ArchiveCounts{}) {
+			t.Fatalf("counts before any drop: %+v", c)
+		}
+		kept, err := a.Archives(ctx)
+		if err != nil {
+			t.Fatalf("archives: %v", err)
+		}
+		never := fresh()
+		for _, k := range kept {
+			if k.As == never.As {
+				t.Fatalf("an archive of %s, never created: %+v", never.As, k)
+			}
+		}
+		said, err := a.Restore(ctx, never.As, "")
+		if err == nil {
+			t.Fatalf("restored %s, never archived: %s", never.As, said)
+		}
+		if _, err := s.Managed(ctx); err != nil { // nothing of it was made
+			t.Fatalf("managed: %v", err)
+		}
+		if got := s.HoldsAll(ctx, []ports.Provision{never}, time.Minute); got[0].Err == nil && got[0].Held {
+			t.Fatalf("%s is held after a refused restore", never.As)
+		}
+	})
 	t.Run("closed, it answers that it cannot be used, and does not hang", func(t *testing.T) {
 		s := open(t, "contract-close")
 		s.Close()
