@@ -11,6 +11,7 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/logger"
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // envName is the variable that stands for a flag: --holds-timeout is PROVISIONER_HOLDS_TIMEOUT.
@@ -24,7 +25,7 @@ func flags(c *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.Backend = newKind()
-	c.Backend.Flags(fs) // --database-url, --provider-database, --adopt, --allow-*, --connection-limit
+	c.Backend.Flags(fs) // the kind's own: how to reach its server, what the provider may do there
 	fs.StringVar(&c.Receives, "receives", "", "the contributions file the mesh writes for this provider: the consumers, each with "+
 		"the path of its secret (the format: docs/contributions.md); required")
 	fs.StringVar(&c.Resource, "resource", "postgres", "the requirement this provider serves, as the mesh names it; "+
@@ -183,19 +184,22 @@ means, an example), also at https://github.com/novox/postgres-provider/blob/main
 Flags (each also read from its variable, shown in brackets; a flag beats its variable):
 `
 
-// flagOrder is the order --help lists the flags in: what to read and where, then how often,
-// then what to do, then how to be watched. A flag left out is listed after them.
-var flagOrder = []string{"receives", "resource", "database-url", "provider-database", "every", "verify-every", "login-check-every", "login-rate", "holds-timeout",
-	"on-withdraw", "drop-after", "withdraw-settle", "adopt", "allow-extensions", "extension-updates", "extension-canaries", "extension-soak",
-	"allow-settings", "connection-limit", "parallel", "max-connections", "once", "listen", "progress-every", "usage-every",
+// flagOrder is the order --help lists the flags in: what to read, then the backend's own flags
+// (kindsFlags: in the order the kind gives, ports.FlagOrder, else by name), then how often, then
+// what to do, then how to be watched. A flag left out is listed after them.
+var flagOrder = []string{"receives", "resource", kindsFlags, "every", "verify-every", "login-check-every", "login-rate", "holds-timeout",
+	"on-withdraw", "drop-after", "withdraw-settle", "extension-updates", "extension-canaries", "extension-soak",
+	"parallel", "max-connections", "once", "listen", "progress-every", "usage-every",
 	"metrics-per-consumer", "log-format", "log-level", "version", "help"}
 
+// kindsFlags marks where in flagOrder the backend's own flags go.
+const kindsFlags = "(the backend's)"
+
 // placeholders name what a flag takes, as --help shows it (--every DURATION); a flag without
-// one is a switch.
+// one is a switch. A backend's flag names its own in its usage, in backquotes.
 var placeholders = map[string]string{
-	"receives": "PATH", "resource": "NAME", "database-url": "URL", "provider-database": "DB", "every": "DURATION", "verify-every": "DURATION", "login-check-every": "DURATION", "login-rate": "N",
+	"receives": "PATH", "resource": "NAME", "every": "DURATION", "verify-every": "DURATION", "login-check-every": "DURATION", "login-rate": "N",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
-	"adopt": "plain|none", "allow-extensions": "NAME,...", "allow-settings": "NAME,...", "connection-limit": "N",
 	"extension-updates": "staged|off", "extension-canaries": "N", "extension-soak": "DURATION", "parallel": "N",
 	"max-connections": "N", "listen": "ADDR", "progress-every": "DURATION", "usage-every": "DURATION", "log-format": "text|json", "log-level": "LEVEL",
 }
@@ -233,7 +237,15 @@ func writeUsage(w io.Writer) {
 		}
 	}
 	for _, name := range flagOrder {
-		show(fs.Lookup(name))
+		if name != kindsFlags {
+			show(fs.Lookup(name))
+			continue
+		}
+		if o, ok := c.Backend.(ports.FlagOrder); ok {
+			for _, name := range o.FlagOrder() {
+				show(fs.Lookup(name))
+			}
+		}
 	}
 	fs.VisitAll(show)
 	fmt.Fprint(w, `

@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,14 +29,16 @@ type Metrics struct {
 	// archives count what the backend archived (ports.Archiving); archived is what they last counted.
 	archives, archiveFailures, archiveBytes, archiveSeconds prometheus.Counter
 	archived                                                ports.ArchiveCounts
-	failures                                                prometheus.Counter
-	unchecked                                               prometheus.Counter
-	duration                                                prometheus.Histogram
-	readable, reached                                       prometheus.Gauge
-	leader                                                  prometheus.Gauge
-	mode                                                    *prometheus.GaugeVec
-	halted                                                  prometheus.Gauge
-	rollout                                                 *prometheus.GaugeVec
+	// modes are the modes the backend's role was found in (Mode), each a series.
+	modes             []string
+	failures          prometheus.Counter
+	unchecked         prometheus.Counter
+	duration          prometheus.Histogram
+	readable, reached prometheus.Gauge
+	leader            prometheus.Gauge
+	mode              *prometheus.GaugeVec
+	halted            prometheus.Gauge
+	rollout           *prometheus.GaugeVec
 
 	// per is each consumer's usage, where asked for (usage.go).
 	per *perConsumer
@@ -94,7 +97,7 @@ func NewMetrics(resource string) *Metrics {
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_leader",
 			Help: "1 while this replica holds the lease and acts, 0 while it stands by.", ConstLabels: labels}),
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "provisioner_mode",
-			Help:        "1 for the mode the provider's role was last found in: superuser, or delegated (CREATEROLE and CREATEDB).",
+			Help:        "1 for the mode the provider's role was last found in, in the backend's own words; 0 for each found before.",
 			ConstLabels: labels}, []string{"role"}),
 		halted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "provisioner_extension_rollouts_halted",
 			Help: "Extension rollouts halted because an update failed; each resumes on SIGHUP or when the server's versions change.", ConstLabels: labels}),
@@ -222,9 +225,15 @@ func boolean(b bool) float64 {
 	return 0
 }
 
-// Mode records the mode the provider's role was last found in; "" before it was.
+// Mode records the mode the provider's role was last found in, in the backend's words; "" before
+// it was. A mode once seen stays a series, at 0 while another holds.
 func (m *Metrics) Mode(mode string) {
-	for _, known := range []string{"superuser", "delegated"} {
-		m.mode.WithLabelValues(known).Set(boolean(known == mode))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mode != "" && !slices.Contains(m.modes, mode) {
+		m.modes = append(m.modes, mode)
+	}
+	for _, seen := range m.modes {
+		m.mode.WithLabelValues(seen).Set(boolean(seen == mode))
 	}
 }

@@ -410,6 +410,11 @@ type Kind interface {
 	Open(o Options) (Server, error)
 }
 
+// FlagOrder is a Kind that says the order --help lists its flags in (each flag's name).
+type FlagOrder interface {
+	FlagOrder() []string
+}
+
 // Options are what a daemon gives any backend it opens, beside the backend's own flags.
 type Options struct {
 	// Resource is the requirement the provider serves, as the mesh names it.

@@ -45,18 +45,21 @@ type Flags struct {
 // DefaultArchiveKeep is --archive-keep's default.
 const DefaultArchiveKeep = 30 * 24 * time.Hour
 
-var _ ports.Kind = (*Flags)(nil)
+var (
+	_ ports.Kind      = (*Flags)(nil)
+	_ ports.FlagOrder = (*Flags)(nil)
+)
 
 // Flags registers the backend's flags on fs, each setting its field of f, which it first sets
 // to the flag's default.
 func (f *Flags) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&f.URL, "database-url", "", "how to reach the server, as a superuser or as a role with CREATEROLE and CREATEDB (delegated mode), e.g. "+
+	fs.StringVar(&f.URL, "database-url", "", "how to reach the server (`URL`), as a superuser or as a role with CREATEROLE and CREATEDB (delegated mode), e.g. "+
 		"postgres://provisioner@db.example:5432/postgres?sslmode=verify-full; prefer the variable, which ps does not show; "+
 		"without either, DATABASE_URL, else libpq's PG* variables and defaults")
-	fs.StringVar(&f.Database, "provider-database", DefaultDatabase, "the database the provider's own sessions, "+
+	fs.StringVar(&f.Database, "provider-database", DefaultDatabase, "the database (`DB`) the provider's own sessions, "+
 		"its lease and its per-login locks use, whatever the URL names; every replica must name the same one")
 	f.Adopt = AdoptPlain
-	fs.Func("adopt", "a role named like a consumer that this provider did not make: plain (default) takes it over where it is a plain "+
+	fs.Func("adopt", "a role named like a consumer that this provider did not make (`plain|none`): plain (default) takes it over where it is a plain "+
 		"login role; none refuses it", func(s string) error {
 		f.Adopt = Adopt(s)
 		if f.Adopt != AdoptPlain && f.Adopt != AdoptNone {
@@ -64,7 +67,7 @@ func (f *Flags) Flags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Func("allow-extensions", "the only extensions consumers may have, comma-separated (default: every one the server has available)", func(s string) error {
+	fs.Func("allow-extensions", "the only extensions consumers may have, comma-separated (`NAME,...`; default: every one the server has available)", func(s string) error {
 		f.AllowExtensions = []string{}
 		for _, name := range strings.Split(s, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -73,7 +76,7 @@ func (f *Flags) Flags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Func("allow-settings", "the only settings a consumer's entry may name (derived.settings), comma-separated (default: "+
+	fs.Func("allow-settings", "the only settings a consumer's entry may name (derived.settings), comma-separated (`NAME,...`; default: "+
 		strings.Join(DefaultAllowSettings, ",")+"; empty: none)", func(s string) error {
 		f.AllowSettings = []string{}
 		for _, name := range strings.Split(s, ",") {
@@ -97,7 +100,14 @@ func (f *Flags) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.Archive.Keep, "archive-keep", DefaultArchiveKeep, "how long (`DURATION`) archives stay in --archive-to (0: for ever); "+
 		"with --archive-command, the storage keeps them")
 	fs.IntVar(&f.ArchiveParallel, "archive-parallel", 1, "how many databases (`N`) are archived at once")
-	fs.IntVar(&f.ConnectionLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT where its entry names none (-1: no limit)")
+	fs.IntVar(&f.ConnectionLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT (`N`) where its entry names none (-1: no limit)")
+}
+
+// FlagOrder is the order --help lists the flags in: how to reach the server, what the provider
+// may do there, then how drops are archived.
+func (f *Flags) FlagOrder() []string {
+	return []string{"database-url", "provider-database", "adopt", "allow-extensions", "allow-settings", "connection-limit",
+		"archive-to", "archive-command", "restore-command", "pg-dump", "archive-keep", "archive-parallel"}
 }
 
 // Environ takes DATABASE_URL where neither --database-url nor its variable named the server.
