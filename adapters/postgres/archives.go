@@ -105,9 +105,8 @@ func (b *Backend) archivedFirst(ctx context.Context, conn *pgxpool.Conn, as stri
 
 // archiveOf is the name of the recorded archive (not deleted) of the database oid of as; "" for none.
 func (b *Backend) archiveOf(ctx context.Context, q *pgxpool.Conn, as string, oid uint32) (string, error) {
-	var there bool
-	if err := q.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", archiveTable).Scan(&there); err != nil || !there {
-		return "", err // no table: nothing was archived on this server yet
+	if there, err := archivesReadable(ctx, q); err != nil || !there {
+		return "", err // no table the provider can read: nothing of its was archived on this server yet
 	}
 	var name *string
 	err := q.QueryRow(ctx, `SELECT (SELECT name FROM `+archiveTable+` WHERE resource = $1 AND login = $2 AND database_oid = $3
@@ -165,8 +164,7 @@ func (b *Backend) Archives(ctx context.Context) ([]ports.Archive, error) {
 		return nil, b.serverError(err)
 	}
 	defer conn.Release()
-	var there bool
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", archiveTable).Scan(&there); err != nil || !there {
+	if there, err := archivesReadable(ctx, conn); err != nil || !there {
 		return nil, err
 	}
 	rows, err := conn.Query(ctx, `SELECT login, database, name, place, size, sha256, made_at FROM `+archiveTable+`
@@ -181,6 +179,20 @@ func (b *Backend) Archives(ctx context.Context) ([]ports.Archive, error) {
 		return nil
 	})
 	return out, err
+}
+
+// archivesReadable is whether the archives' table exists and the provider may read it: one it
+// may not (another provider's, a superuser's beside a delegated one) holds none of its archives.
+// Asked by oid, so that no name is resolved where the provider may not look.
+func archivesReadable(ctx context.Context, q *pgxpool.Conn) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT coalesce((SELECT pg_catalog.has_schema_privilege(n.oid, 'USAGE') AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+	    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	    WHERE n.nspname = $1 AND c.relname = 'archives'), false)`, archiveSchema).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("read the archives' record (%s): %w", archiveTable, err)
+	}
+	return ok, nil
 }
 
 // maxListed is the most archives Archives lists.
