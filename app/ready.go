@@ -41,7 +41,7 @@ func (d *daemon) observe(ctx context.Context, r domain.Report) {
 	if a, ok := d.server.(ports.Archiving); ok {
 		counts := a.Archived()
 		d.metrics.Archived(counts)
-		d.archivesDue(ctx, a, counts, r.Standby)
+		d.archivesDue(ctx, a, counts, r.Standby || r.ServerProblem != "")
 	}
 	d.usageDue(r)
 }
@@ -57,9 +57,10 @@ func (d *daemon) notReady() string { return *d.why.Load() }
 const archivesEvery = 10 * time.Minute
 
 // archivesDue reads the archives the record keeps for /status, where this process made one
-// since it last read them, or archivesEvery has passed; not while standing by.
-func (d *daemon) archivesDue(ctx context.Context, a ports.Archiving, counts ports.ArchiveCounts, standby bool) {
-	if standby || counts.Made == d.archivesMade && time.Since(d.archivesRead) < archivesEvery {
+// since it last read them, or archivesEvery has passed; not while standing by, nor where the
+// pass could not use the server (a standby server, one down): nothing is asked of it then.
+func (d *daemon) archivesDue(ctx context.Context, a ports.Archiving, counts ports.ArchiveCounts, idle bool) {
+	if idle || counts.Made == d.archivesMade && time.Since(d.archivesRead) < archivesEvery {
 		return
 	}
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
