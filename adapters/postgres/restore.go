@@ -77,7 +77,7 @@ func (b *Backend) Restore(ctx context.Context, as, from string) (string, error) 
 		return "", err
 	}
 	keep := func(line string) bool { return !providersOwn(line) }
-	if err := b.archives.to.Restore(ctx, b.dumpSource(a.database, as), path, keep); err != nil {
+	if err := b.archives.to.Restore(ctx, b.dumpSource(a.database, as), path, toc, keep); err != nil {
 		return "", fmt.Errorf("restore %s into %s: %w; the database was made, and is empty: drop it (DROP DATABASE %s) before restoring again",
 			a.name, a.database, err, ident(a.database))
 	}

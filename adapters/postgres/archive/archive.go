@@ -401,12 +401,9 @@ func (a *Archiver) List(ctx context.Context, path string) ([]string, error) {
 }
 
 // Restore restores the archive at path into the database src names, as src.Role, in one
-// transaction, owned by that role, without the entries keep turns down.
-func (a *Archiver) Restore(ctx context.Context, src Source, path string, keep func(entry string) bool) error {
-	toc, err := a.List(ctx, path)
-	if err != nil {
-		return err
-	}
+// transaction, owned by that role: the entries of toc (its List, as the caller read it) but
+// those keep turns down.
+func (a *Archiver) Restore(ctx context.Context, src Source, path string, toc []string, keep func(entry string) bool) error {
 	list, err := os.CreateTemp("", "provisioner-restore-*.list")
 	if err != nil {
 		return err

@@ -323,7 +323,9 @@ func TestRestoreKeepsTheEntriesKeepAnswersAndReachesThroughTheEnvironment(t *tes
 	path := filepath.Join(t.TempDir(), "a.dump")
 	is.NoErr(os.WriteFile(path, []byte("PGDMP a"), 0o600))
 	src := Source{Env: []string{"PGPASSWORD=s3cret", "PGDATABASE=it's"}, Role: "letta"}
-	err = a.Restore(ctx, src, path, func(line string) bool { return !strings.Contains(line, "EXTENSION") })
+	toc, err := a.List(ctx, path)
+	is.NoErr(err)
+	err = a.Restore(ctx, src, path, toc, func(line string) bool { return !strings.Contains(line, "EXTENSION") })
 	is.NoErr(err)
 	list, _ := os.ReadFile(filepath.Join(bin, "list.txt"))
 	is.Equal(string(list), "; Archive created\n;\n1; 2615 2200 SCHEMA - public pg\n3; 1259 16385 TABLE public t letta\n")
