@@ -6,7 +6,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,23 +23,14 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	}
 	var did ports.Act
 	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
-		// A database another consumer has is refused before the role is made.
-		db, err := b.observe(ctx, conn, w.role, w.database, reading{})
-		if err == nil {
-			err = b.anothers(db, w.role)
+		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
+		f, act, err := b.ensureRole(ctx, conn, w, p.Password)
+		if did = act; err != nil {
+			return err
 		}
+		made, err := b.ensureDatabase(ctx, conn, define(w, b.resource), f)
 		if err != nil {
-			return fmt.Errorf("create database %s: %w", w.database, err)
-		}
-		if err := vetSettings(ctx, conn, w); err != nil { // refused before anything is made
-			return settingsError(w, err)
-		}
-		if did, err = b.ensureRole(ctx, conn, w, p.Password); err != nil {
-			return fmt.Errorf("create role %s: %w", w.role, err)
-		}
-		made, err := b.ensureDatabase(ctx, conn, define(w, b.resource))
-		if err != nil {
-			return fmt.Errorf("create database %s: %w", w.database, err)
+			return atDatabase(w.database, err)
 		}
 		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, p.Updates)
 		if extErr == nil && len(lacks) > 0 {
@@ -59,16 +49,11 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 			did = ports.ActRepair
 		}
 		if err != nil {
-			return settingsError(w, err)
+			return settingsError(w.role, w.database, err)
 		}
 		return extErr
 	})
 	return did, err
-}
-
-// settingsError is an error of w's settings, as Create and Foresee say it.
-func settingsError(w wanted, err error) error {
-	return fmt.Errorf("settings of %s in %s: %w", w.role, w.database, err)
 }
 
 // creatable is what Create checks of p before its first statement: every name, and a password.
@@ -79,7 +64,7 @@ func (b *Backend) creatable(p ports.Provision) (wanted, error) {
 		return wanted{}, err
 	}
 	if p.Password == "" {
-		return wanted{}, invalid(fmt.Errorf("create role %s: the minted password is empty", w.role))
+		return wanted{}, invalid(atRole(w.role, errors.New("the minted password is empty")))
 	}
 	return w, nil
 }

@@ -24,13 +24,11 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // for a moment: it is created not accepting connections, PUBLIC loses CONNECT and TEMPORARY,
 // and only then are connections allowed. Where others could connect, they can no longer, and
 // their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
-// which anyone allowed to create databases could copy. It answers whether it changed anything.
-func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition) (changed bool, err error) {
+// which anyone allowed to create databases could copy. f is what Create observed of the
+// consumer before it wrote the role; the database is read again only where it is made. It
+// answers whether it changed anything.
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, f observed) (changed bool, err error) {
 	db, role := d.database, d.role
-	f, err := b.observe(ctx, conn, role, db, reading{})
-	if err != nil {
-		return false, err
-	}
 	if !f.database {
 		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role)+" ALLOW_CONNECTIONS false")
 		if pgCode(err) == duplicateDatabase || madeMeanwhile(err) {
@@ -44,7 +42,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			return changed, err
 		}
 	}
-	if err := b.notHandedOver(f, role); err != nil {
+	if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
 		return changed, err
 	}
 	cs := d.databaseChanges(f)
@@ -70,35 +68,8 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 	return changed, nil
 }
 
-// notHandedOver refuses a database that exists and another role owns: Create never hands one
-// over, and Foresee says so. Where the owner is another consumer of the provider's, it says
-// which (anothers).
-func (b *Backend) notHandedOver(f observed, role string) error {
-	if err := b.anothers(f, role); err != nil {
-		return err
-	}
-	if f.database && f.owner != role {
-		return refused(fmt.Errorf("the database exists and is owned by %q, not %q; it is not handed over", f.owner, role))
-	}
-	return nil
-}
-
-// anothers refuses a database that another consumer of the provider's has (its owner's record
-// is the provider's, on that very role): one database is never given to two consumers. Create
-// and Foresee ask it before anything of the consumer is made, so that no role is made for a
-// consumer whose database is another's.
-func (b *Backend) anothers(f observed, role string) error {
-	if !f.database || f.owner == role {
-		return nil
-	}
-	if r, ok := parseRecord(f.ownerComment); ok && r.Resource == b.resource && foreign(f.owner, r) == "" {
-		return hasIt(f.owner)
-	}
-	return nil
-}
-
 // hasIt is the refusal of a database that the consumer as has: the same words whether it was
-// made in an earlier pass (anothers) or both ask for it in one (Clashes).
+// made in an earlier pass (definition.anothers) or both ask for it in one (Clashes).
 func hasIt(as string) error {
 	return refused(fmt.Errorf("consumer %s has it; one database is never given to two consumers", as))
 }
@@ -118,7 +89,7 @@ func (b *Backend) Clashes(ps []ports.Provision) []error {
 		case !ok:
 			first[w.database] = w.role
 		case as != w.role:
-			out[i] = fmt.Errorf("create database %s: %w", w.database, hasIt(as))
+			out[i] = atDatabase(w.database, hasIt(as))
 		}
 	}
 	return out

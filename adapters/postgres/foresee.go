@@ -1,28 +1,26 @@
 // Foresee: what Create would do, found without changing anything, the plan's question. The
-// rules are Create's own (creatable, anothers, claim, notHandedOver) and the changes are the
-// check's (its comparison, read typed), so that a plan says what a pass does, never a second
-// idea of it.
+// verdict is Create's own (decide, on the same observation) and the changes are the check's
+// (its comparison, read typed), so that a plan says what a pass does, never a second idea of
+// it.
 
 package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/novox/postgres-provider/ports"
 )
 
 // Foresee answers, in the order of ps, what Create would do for each, and changes nothing: the
-// roles and databases are read in one read-only transaction (no lock is taken, not even the
-// consumer's advisory lock, and nothing is written, not even the record), then the consumers
-// the provider may take are checked as HoldsAll checks them. each bounds the reading of one
-// consumer, and each check. A consumer Create would refuse is answered with the reason its
-// error would give.
+// roles and databases are read, the settings tried and the verdicts reached in one read-only
+// transaction (no lock is taken, not even the consumer's advisory lock, and nothing is written,
+// not even the record), then the consumers the provider may take are checked as HoldsAll
+// checks them. each bounds the reading of one consumer, and each check. A consumer Create would
+// refuse is answered with the reason its error would give.
 func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Foresight {
 	out := make([]ports.Foresight, len(ps))
 	wants := make([]wanted, len(ps))
@@ -47,20 +45,22 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		return out
 	}
 	var check []int // the roles that exist and Create may take: what a check says decides
-	adopting := map[int]bool{}
+	fresh, adopting := map[int]bool{}, map[int]bool{}
 	for k, i := range valid {
 		w, l := wants[i], looks[k]
+		fresh[i], adopting[i] = l.fresh, l.act == ports.ActAdopt
 		switch {
-		case l.refusal != nil:
+		case l.err != nil:
+			out[i].Err = fmt.Errorf("look at %s: %w", w.role, l.err)
+		case l.act == ports.ActRefuse:
 			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{l.refusal.Error()}}
-		case !l.role:
+		case l.act == ports.ActCreate:
 			why := []string{"role " + w.role}
 			if !l.database {
 				why = append(why, "database "+w.database)
 			}
 			out[i] = ports.Foresight{Act: ports.ActCreate, Why: why}
 		default:
-			adopting[i] = l.adopt
 			check = append(check, i)
 		}
 	}
@@ -85,50 +85,17 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 			out[i].Updates, out[i].Kept, out[i].Lacks = a.Updates, a.Kept, a.Lacks
 		}
 	}
-	b.refuseClashes(ps, out)
-	b.vetAll(ctx, wants, out, each)
+	b.refuseClashes(ps, out, fresh)
 	return out
 }
 
-// vetAll refuses, of the consumers out says would be made or are held, one whose settings
-// Create would refuse (vetSettings), in the words its error would give.
-func (b *Backend) vetAll(ctx context.Context, wants []wanted, out []ports.Foresight, each time.Duration) {
-	var conn *pgxpool.Conn
-	for i, f := range out {
-		if f.Err != nil || f.Act == ports.ActRefuse || len(wants[i].settings) == 0 {
-			continue
-		}
-		err := func() error {
-			ctx, cancel := context.WithTimeout(ctx, each)
-			defer cancel()
-			if conn == nil {
-				c, err := b.pool.Acquire(ctx)
-				if err != nil {
-					return b.connectError(err)
-				}
-				conn = c
-			}
-			return vetSettings(ctx, conn, wants[i])
-		}()
-		switch {
-		case err == nil:
-		case errors.Is(err, ports.ErrInvalid), errors.Is(err, ports.ErrRefused):
-			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{settingsError(wants[i], err).Error()}}
-		default:
-			out[i].Err = fmt.Errorf("look at %s: %w", wants[i].role, err)
-		}
-	}
-	if conn != nil {
-		conn.Release()
-	}
-}
-
-// refuseClashes refuses, of the consumers out says would be made, one asking for the database
-// of an earlier one, before any call, as the loop refuses it (Clashes).
-func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight) {
+// refuseClashes refuses, of the consumers whose role Create would make (fresh), one asking for
+// the database of an earlier one, whatever else it would say, as the loop refuses it before any
+// call (Clashes).
+func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight, fresh map[int]bool) {
 	var making []int
 	for i, f := range out {
-		if f.Err == nil && f.Act == ports.ActCreate {
+		if f.Err == nil && fresh[i] {
 			making = append(making, i)
 		}
 	}
@@ -143,17 +110,19 @@ func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight) {
 	}
 }
 
-// look is what Create would find of one consumer before it writes anything: its role and its
-// database, whether it would adopt the role, and, where it would refuse, its error.
+// look is what Create would find of one consumer before it writes anything, and its verdict:
+// fresh where Create would make its role (or would, but for its settings); err where its
+// settings could not be tried.
 type look struct {
 	observed
-	adopt   bool
-	refusal error
+	verdict
+	fresh bool
+	err   error
 }
 
-// lookAt reads, for each consumer of wants that index names, what Create reads first (its
-// role's facts and its database's) and decides with Create's rule (anothers, claim, notHandedOver), in
-// one read-only transaction that is rolled back.
+// lookAt observes, for each consumer of wants that index names, what Create observes first,
+// tries its settings and reaches Create's verdict (decide), in one read-only transaction that
+// is rolled back.
 func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
@@ -165,30 +134,23 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	s := b.stance()
 	looks := make([]look, len(index))
 	for k, i := range index {
 		w, l := wants[i], &looks[k]
+		d := define(w, b.resource)
 		cctx, cancel := context.WithTimeout(ctx, each)
-		l.observed, err = b.observe(cctx, tx, w.role, w.database, reading{verifier: true, holdings: true})
-		if taken := b.anothers(l.observed, w.role); err == nil && taken != nil {
-			l.refusal = fmt.Errorf("create database %s: %w", w.database, taken)
-		} else if err == nil {
-			var refusal error
-			switch _, l.adopt, refusal = b.claim(cctx, tx, w, l.observed); {
-			case refusal != nil && (cctx.Err() != nil || conn.Conn().IsClosed()):
-				err = refusal // the question could not be asked
-			case refusal != nil:
-				l.refusal = fmt.Errorf("create role %s: %w", w.role, refusal)
-			default:
-				if refused := b.notHandedOver(l.observed, w.role); refused != nil {
-					l.refusal = fmt.Errorf("create database %s: %w", w.database, refused)
-				}
-			}
+		l.observed, err = b.observe(cctx, tx, w.role, w.database, reading{verifier: true, holdings: true, claim: true})
+		var vet error
+		if err == nil {
+			vet, l.err = vetWithin(cctx, tx, w)
 		}
 		cancel()
 		if err != nil {
 			return nil, err
 		}
+		l.verdict = d.decide(l.observed, s, vet)
+		l.fresh = !l.role && (l.act == ports.ActCreate || vet != nil && d.anothers(l.observed) == nil)
 	}
 	return looks, nil
 }

@@ -57,10 +57,58 @@ func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
 	is.Equal(err.Error(), seen[4].Why[0])
 	_, err = e.b.Create(ctx, squatted)
 	is.True(errors.Is(err, ports.ErrRefused))
-	is.True(strings.HasSuffix(err.Error(), seen[5].Why[0]))
+	is.Equal(err.Error(), seen[5].Why[0])
 
 	_, err = plan.Create(ctx, fresh)
 	is.True(err != nil) // the server refuses a plan's Backend any write
+}
+
+// TestCreateDoesWhatForeseeSaid: for each way a consumer can be found, Create names the act
+// Foresee named, with the same words where it refuses, and a refusal makes nothing: both take
+// their answer from one verdict.
+func TestCreateDoesWhatForeseeSaid(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	_, err := plan.Managed(ctx)
+	is.NoErr(err)
+
+	fresh, held, limited, plain, super, squatted, settled, taken, renamed := provision(name("fresh")), provision(name("held")),
+		provision(name("limited")), provision(name("plain")), provision(name("super")), provision(name("squat")),
+		provision(name("settled")), provision(name("taken")), provision(name("renamed"))
+	settled = withSettings(settled, map[string]any{"work_mem": "not-a-size"})
+	e.mustCreate(held)
+	e.mustCreate(limited)
+	e.mustCreate(renamed)
+	e.exec("", `ALTER ROLE "`+limited.As+`" CONNECTION LIMIT 3`)
+	e.exec("", `CREATE ROLE "`+plain.As+`" LOGIN`, `CREATE ROLE "`+super.As+`" LOGIN SUPERUSER`, `CREATE DATABASE "`+squatted.As+`"`)
+	e.exec("", `ALTER ROLE "`+renamed.As+`" RENAME TO "`+renamed.As+`_old"`)
+	taken.Derived["database"] = held.As // another consumer's
+
+	// The adopted role's database goes before the role.
+	t.Cleanup(func() {
+		e.exec("", `DROP DATABASE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+super.As+`"`,
+			`DROP DATABASE IF EXISTS "`+squatted.As+`"`)
+	})
+	ps := []ports.Provision{fresh, held, limited, plain, super, squatted, settled, taken, renamed}
+	seen := plan.Foresee(ctx, ps, 30*time.Second)
+	wantActs := []ports.Act{ports.ActCreate, ports.ActNone, ports.ActRepair, ports.ActAdopt, ports.ActRefuse, ports.ActRefuse,
+		ports.ActRefuse, ports.ActRefuse, ports.ActRefuse}
+	for i, p := range ps {
+		is.NoErr(seen[i].Err)
+		is.Equal(seen[i].Act, wantActs[i]) // what the plan says
+		before := e.catalog()
+		did, err := e.b.Create(ctx, p)
+		if seen[i].Act == ports.ActRefuse {
+			is.True(err != nil)
+			is.Equal(err.Error(), seen[i].Why[0]) // the same words
+			is.Equal(did, ports.ActRefuse)
+			is.Equal(e.catalog(), before) // and nothing made
+			continue
+		}
+		is.NoErr(err)
+		is.Equal(did, seen[i].Act) // what the pass does
+	}
 }
 
 // BenchmarkForesee is a plan's question of the server: 1,000 consumers of which nothing exists

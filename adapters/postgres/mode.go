@@ -131,25 +131,3 @@ func (b *Backend) asOwner(ctx context.Context, conn interface {
 		return fn(tx)
 	})
 }
-
-// mayAdminister answers nil where the provider may alter role, which it did not make, to adopt
-// it; from PostgreSQL 16 a role with CREATEROLE that is not a superuser may alter only the
-// roles it has the ADMIN option on (those it made, and those an operator grants it), and
-// anything else is refused, naming the grant that lets it, before anything is changed.
-func (b *Backend) mayAdminister(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, role string) error {
-	if !b.delegated() || !b.from16() {
-		return nil
-	}
-	var admin bool
-	if err := q.QueryRow(ctx, "SELECT pg_catalog.pg_has_role($1::text::name, 'MEMBER WITH ADMIN OPTION')", role).Scan(&admin); err != nil {
-		return fmt.Errorf("may the provider administer %s: %w", role, err)
-	}
-	if admin {
-		return nil
-	}
-	return refused(fmt.Errorf("role %s exists, the provider did not make it, and the provider's role %s has no ADMIN option on it "+
-		"(from PostgreSQL 16 a role that is not a superuser alters only the roles it administers); it is not taken over: to have "+
-		"it adopted, as a superuser: GRANT %s TO %s WITH ADMIN OPTION, INHERIT FALSE, SET FALSE", role, b.self, ident(role), ident(b.self)))
-}

@@ -27,6 +27,11 @@ type observed struct {
 	comment                 *string // the record, where it is one
 	stored                  *string // the stored verifier; nil where not read (a provider that is not a superuser)
 	limit                   int
+	// What Create's rule of what it may take reads (reading.claim): the roles, not this one,
+	// whose comment could be this provider's record of its login (named with their comments),
+	// and whether the provider's role administers the role (pg_has_role's ADMIN option).
+	others, otherComments []string
+	admin                 bool
 
 	database     bool     // it exists
 	owner        string   // its owner's name
@@ -44,9 +49,26 @@ type observed struct {
 }
 
 // reading says what an observation reads beyond what every one does: the stored verifier
-// (only in a transaction that quietSQL keeps out of every log, or a check's catalog), and what
-// the role holds across the cluster (for one consumer only: sqlHeldCTE reads one role).
-type reading struct{ verifier, holdings bool }
+// (only in a transaction that quietSQL keeps out of every log, or a check's catalog), what
+// the role holds across the cluster (for one consumer only: sqlHeldCTE reads one role), and
+// what the rule of what Create may take asks besides (claim: a renamed role, the ADMIN option).
+type reading struct{ verifier, holdings, claim bool }
+
+// sqlClaim is what reading.claim reads of a consumer w whose role r may not exist: the roles,
+// not named as it, whose comment starts as this provider's record and names w's login, which
+// the server finds and Go reads as records (a login's letters never need escaping in JSON);
+// and whether the provider's role has the ADMIN option on r.
+var sqlClaim = `coalesce(ren.names, '{}'), coalesce(ren.comments, '{}'),
+       coalesce(pg_catalog.pg_has_role(r.oid, 'MEMBER WITH ADMIN OPTION'), false)`
+
+var sqlClaimJoin = `
+LEFT JOIN LATERAL (SELECT array_agg(o.rolname::text ORDER BY o.rolname) AS names,
+                          array_agg(sd.description ORDER BY o.rolname) AS comments
+    FROM pg_catalog.pg_shdescription sd JOIN pg_catalog.pg_roles o ON o.oid = sd.objoid
+    WHERE r.oid IS NULL AND sd.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass
+      AND pg_catalog.starts_with(sd.description, ` + literal(recordPrefix) + `)
+      AND pg_catalog.strpos(sd.description, pg_catalog.concat('"login":"', w.role, '"')) > 0
+      AND o.rolname <> w.role) ren ON true`
 
 // observeSQL is the one query that observes consumers: $1 their roles, $2 their databases,
 // $3 the provider's search_path; one row each, in their order. A provider that is not a
@@ -59,6 +81,10 @@ func observeSQL(r reading, delegated bool) string {
 	if r.holdings {
 		held, heldCTE = sqlHeld, ", "+sqlHeldCTE
 	}
+	claim, claimJoin := `'{}'::text[], '{}'::text[], false`, ""
+	if r.claim {
+		claim, claimJoin = sqlClaim, sqlClaimJoin
+	}
 	return `WITH RECURSIVE w AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)),
 r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = ANY($1::text[])),
 roots AS (SELECT oid FROM r), ` + sqlMemberships + heldCTE + `
@@ -66,6 +92,7 @@ SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), ` + sqlAttributes + `,
        ` + sqlMembershipColumns + `,
        ` + held + `,
        pg_catalog.shobj_description(r.oid, 'pg_authid'), ` + stored + `, coalesce(r.rolconnlimit, -1),
+       ` + claim + `,
        d.oid IS NOT NULL, coalesce(pg_catalog.pg_get_userbyid(d.datdba)::text, ''),
        pg_catalog.shobj_description(d.datdba, 'pg_authid'),
        coalesce(d.datallowconn, false), coalesce(d.datistemplate, false),
@@ -79,7 +106,7 @@ SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), ` + sqlAttributes + `,
 FROM w
 LEFT JOIN r ON r.rolname = w.role
 LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
-` + sqlMembershipJoins + authid + `
+` + sqlMembershipJoins + authid + claimJoin + `
 ORDER BY w.i`
 }
 
@@ -89,7 +116,7 @@ func scanObserved(rows pgx.Rows) ([]observed, error) {
 	var o observed
 	_, err := pgx.ForEachRow(rows, []any{&o.role, &o.login, &o.attributes, &o.forever, &o.expired,
 		&o.memberOf, &o.grantedTo, &o.owns, &o.ownsIn, &o.grantedIn,
-		&o.comment, &o.stored, &o.limit,
+		&o.comment, &o.stored, &o.limit, &o.others, &o.otherComments, &o.admin,
 		&o.database, &o.owner, &o.ownerComment, &o.allowed, &o.template, &o.open, &o.provides,
 		&o.searchPath, &o.setconfig}, func() error {
 		out = append(out, o)

@@ -210,12 +210,18 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 // ours answers the record on role where it is this provider's, and an error that says whose
 // the role is otherwise.
 func (b *Backend) ours(role string, f observed) (record, error) {
-	r, ok := parseRecord(f.comment)
+	return recordOf(role, b.resource, f.comment)
+}
+
+// recordOf answers the record comment holds on role where it is the record of the provider
+// of resource, and an error that says whose the role is otherwise (errNotRecorded: nobody's).
+func recordOf(role, resource string, comment *string) (record, error) {
+	r, ok := parseRecord(comment)
 	switch {
 	case !ok:
 		return record{}, errNotRecorded
-	case r.Resource != b.resource:
-		return record{}, refused(fmt.Errorf("role %s is managed by the provider of %q, not %q; it is not taken over", role, r.Resource, b.resource))
+	case r.Resource != resource:
+		return record{}, refused(fmt.Errorf("role %s is managed by the provider of %q, not %q; it is not taken over", role, r.Resource, resource))
 	}
 	if why := foreign(role, r); why != "" {
 		return record{}, errors.New(why)

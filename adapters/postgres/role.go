@@ -5,8 +5,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -16,128 +14,89 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// ensureRole creates the role, or brings it back to the definition (standing.go) under the
-// minted password, its memberships either way revoked, and records it as managed and active,
-// in one transaction: a crash never leaves a role of the provider's unrecorded. The transaction keeps its statements out of the server's log, even if
-// they fail, and out of pg_stat_statements. A role that exists is altered only where it is the
-// provider's (the record says so, on this very role) or is exactly what the provider would have
-// made (unadoptable says why not); its password is rewritten only where the
-// stored verifier does not verify against the minted one, and nothing is written where nothing
-// differs. It answers what it did: made the role, adopted it, repaired it (wrote something), or
-// nothing.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (did ports.Act, err error) {
-	var made, adopted, changed bool
+// ensureRole observes the consumer w (its role and its database, as the verdict reads them),
+// decides what Create may do with it (decide), and where it may, creates the role or brings it
+// back to the definition (standing.go) under the minted password, its memberships either way
+// revoked, and records it as managed and active, in one transaction: a crash never leaves a
+// role of the provider's unrecorded. The transaction keeps its statements out of the server's
+// log, even if they fail, and out of pg_stat_statements. w's settings are tried in it too, in a
+// savepoint rolled back (vetSettings). Its password is rewritten only where the stored verifier
+// does not verify against the minted one, and nothing is written where nothing differs. It
+// answers what it found, and what it did: made the role, adopted it, repaired it (wrote
+// something), or nothing; a refusal is the verdict's error, as it is.
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (f observed, did ports.Act, err error) {
+	d := define(w, b.resource)
+	var v verdict
+	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, quietSQL(b.delegated()))
+		if _, err := tx.Exec(ctx, quietSQL(b.delegated())); err != nil {
+			return atRole(w.role, err)
+		}
+		if f, err = b.observe(ctx, tx, w.role, w.database, reading{verifier: true, holdings: true, claim: true}); err != nil {
+			return atDatabase(w.database, err)
+		}
+		vet, err := vetWithin(ctx, tx, w)
 		if err != nil {
-			return err
+			return settingsError(w.role, w.database, err)
 		}
-		f, err := b.observe(ctx, tx, w.role, "", reading{verifier: true, holdings: true})
+		if v = d.decide(f, b.stance(), vet); v.refusal != nil {
+			return v.refusal
+		}
+		changed, err = b.writeConsumerRole(ctx, tx, d, w, f, v, password)
 		if err != nil {
-			return err
-		}
-		had, adopt, err := b.claim(ctx, tx, w, f)
-		if err != nil {
-			return err
-		}
-		made, adopted = !f.role, adopt
-		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
-		d := define(w, b.resource)
-		var cs []change
-		if f.role {
-			cs = d.roleChanges(f)
-		}
-		if hasKind(cs, memberOf, grantedTo) {
-			changed = true
-			if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
-				return err
-			}
-		}
-		if !f.role || hasKind(cs, loginOff, powersOn, roleExpired, roleValidUntil, limitDiffers, passwordStale) {
-			var verifier string
-			if !f.verifies {
-				if verifier, err = scram.Verifier(password, sessionIterations(conn.Conn().PgConn())); err != nil {
-					return err
-				}
-			}
-			changed = true
-			if err := b.writeRole(ctx, tx, f.role, w, verifier); err != nil {
-				return err
-			}
-		}
-		if err := b.ownMembership(ctx, tx, w.role); err != nil {
-			return err
-		}
-		if want := d.record(had, f.owns); adopted || !sameRecord(had, want) {
-			changed = true
-			return setRecord(ctx, tx, w.role, want)
+			return atRole(w.role, err)
 		}
 		return nil
 	})
-	if err == nil && adopted {
+	if err != nil {
+		if v.refusal != nil {
+			return f, ports.ActRefuse, err
+		}
+		return f, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
+	}
+	if v.act == ports.ActAdopt {
 		b.say(slog.LevelWarn, w.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
 			"it now has the minted password and is managed like any other", w.role, w.role)
 	}
-	return actOf(made, adopted, changed), err
+	return f, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), nil
 }
 
-// claim is the rule of what Create may take: a role that does not exist (made), one whose
-// record on it is this provider's (had), or one in no record that adoption lets the provider
-// take over (adopt); any other is refused, and the error says why. Create and Foresee both ask
-// it, in their transactions (q), so that a plan refuses exactly what a pass would.
-func (b *Backend) claim(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, w wanted, f observed) (had record, adopt bool, err error) {
-	if !f.role {
-		// A role of the provider's renamed away keeps its record, which names this login: the
-		// consumer is that role, and is not made a second time beside it.
-		other, err := b.renamedTo(ctx, q, w.role)
-		if err != nil || other == "" {
-			return record{}, false, err
-		}
-		return record{}, false, refused(fmt.Errorf("%s is now the role %s (renamed; %s carries the provider's record of %s); it is "+
-			"not made again beside it: rename it back (ALTER ROLE %s RENAME TO %s), or take the record off %s (COMMENT ON ROLE %s "+
-			"IS NULL) to have %s made anew", w.role, other, other, w.role, ident(other), ident(w.role), other, ident(other), w.role))
+// writeConsumerRole writes, in tx, what the verdict v on the consumer found as f takes: the
+// role made or altered to the definition d, memberships revoked, the provider's own membership
+// and the record; it answers whether it wrote anything.
+func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, w wanted, f observed, v verdict, password string) (bool, error) {
+	changed := false
+	f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
+	var cs []change
+	if f.role {
+		cs = d.roleChanges(f)
 	}
-	had, err = b.ours(w.role, f)
-	switch {
-	case errors.Is(err, errNotRecorded) && b.adopt == AdoptNone:
-		return record{}, false, refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", w.role))
-	case errors.Is(err, errNotRecorded):
-		if why := unadoptable(f, w.database); why != "" {
-			return record{}, false, refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", w.role, why))
-		}
-		if err := b.mayAdminister(ctx, q, w.role); err != nil {
-			return record{}, false, err
-		}
-		return record{}, true, nil
-	}
-	return had, false, err
-}
-
-// renamedTo is the role, not named role, that carries this provider's record of role (role was
-// renamed to it, or the record copied there), "" where none does. The record names its login as
-// JSON ("login":"<role>"), which a login's letters never need escaped: the server finds the few
-// candidates, and each is read as a record here.
-func (b *Backend) renamedTo(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, role string) (string, error) {
-	var names, comments []string
-	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(r.rolname::text ORDER BY r.rolname), '{}'),
-       coalesce(array_agg(d.description ORDER BY r.rolname), '{}')
-FROM pg_catalog.pg_shdescription d JOIN pg_catalog.pg_roles r ON r.oid = d.objoid
-WHERE d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)
-  AND pg_catalog.strpos(d.description, $2) > 0 AND r.rolname <> $3`,
-		recordPrefix, `"login":"`+role+`"`, role).Scan(&names, &comments)
-	if err != nil {
-		return "", fmt.Errorf("look for the record of %s on another role: %w", role, err)
-	}
-	for i, name := range names {
-		if r, ok := parseRecord(&comments[i]); ok && r.Resource == b.resource && r.Login == role && r.V <= recordVersion {
-			return name, nil
+	if hasKind(cs, memberOf, grantedTo) {
+		changed = true
+		if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
+			return changed, err
 		}
 	}
-	return "", nil
+	if !f.role || hasKind(cs, loginOff, powersOn, roleExpired, roleValidUntil, limitDiffers, passwordStale) {
+		var verifier string
+		if !f.verifies {
+			var err error
+			if verifier, err = scram.Verifier(password, sessionIterations(tx.Conn().PgConn())); err != nil {
+				return changed, err
+			}
+		}
+		changed = true
+		if err := b.writeRole(ctx, tx, f.role, w, verifier); err != nil {
+			return changed, err
+		}
+	}
+	if err := b.ownMembership(ctx, tx, w.role); err != nil {
+		return changed, err
+	}
+	if want := d.record(v.had, f.owns); v.act == ports.ActAdopt || !sameRecord(v.had, want) {
+		return true, setRecord(ctx, tx, w.role, want)
+	}
+	return changed, nil
 }
 
 // actOf is what ensureRole did: made the role, adopted it, changed it, or nothing.

@@ -96,10 +96,12 @@ func settingLiteral(s string) string {
 // vetSettings is what Create and Foresee ask of w's settings before anything is written: that
 // each is a parameter the server knows and one a consumer could set (context user), or a bound
 // only a superuser may lift (superuserLimits), and that the server takes each value, tried as
-// a session would take it (set_config, local to a read-only transaction rolled back). A value
+// a session would take it (set_config, local to a transaction or savepoint rolled back). A value
 // the server rejects is refused before the role is made, with the server's words, so that a
 // plan foresees it and a pass does not ask again on every try.
-func vetSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
+func vetSettings(ctx context.Context, conn interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, w wanted) error {
 	if len(w.settings) == 0 {
 		return nil
 	}
@@ -145,6 +147,28 @@ func vetSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
 		}
 	}
 	return results.Close()
+}
+
+// vetWithin is vetSettings asked in tx, in a savepoint rolled back whatever it answers (so
+// that no value tried outlives it, and a value refused does not end tx), as Create and Foresee
+// ask it before they decide: a refusal of w's settings is answered as refusal, trouble asking
+// the server as err.
+func vetWithin(ctx context.Context, tx pgx.Tx, w wanted) (refusal, err error) {
+	if len(w.settings) == 0 {
+		return nil, nil
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vet := vetSettings(ctx, sp, w)
+	if err := sp.Rollback(ctx); err != nil && vet == nil {
+		return nil, err
+	}
+	if vet != nil && !isRefusal(vet) {
+		return nil, vet
+	}
+	return vet, nil
 }
 
 // settingRefused is the server's refusal of a setting's value, or of the provider's setting

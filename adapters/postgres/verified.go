@@ -21,13 +21,14 @@ type verifiedCache struct {
 	md5Counts atomic.Bool
 
 	mu      sync.Mutex
-	answers map[string]verdict
+	answers map[string]verifiedAnswer
 	// derivations counts the PBKDF2 derivations it ran, for the tests and benchmarks that show
 	// a verify pass runs none.
 	derivations int
 }
 
-type verdict struct {
+// verifiedAnswer is one answer the cache holds, under the key of what it was asked.
+type verifiedAnswer struct {
 	key    [sha256.Size]byte
 	answer bool
 }
@@ -51,9 +52,9 @@ func (c *verifiedCache) verifies(stored, password, role string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.answers == nil {
-		c.answers = make(map[string]verdict)
+		c.answers = make(map[string]verifiedAnswer)
 	}
-	c.answers[role] = verdict{key: key, answer: answer}
+	c.answers[role] = verifiedAnswer{key: key, answer: answer}
 	c.derivations++
 	return answer
 }

@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/ports"
+)
+
+// TestTheVerdictOnEachObservationInEachMode is the rule of what Create may take, without a
+// server: for each way a consumer can be found, in each stance the provider can be in, the act
+// and the refusal's words, each refusal with the one prefix Create and Foresee both say.
+func TestTheVerdictOnEachObservationInEachMode(t *testing.T) {
+	d := definition{role: "letta", database: "letta", limit: 5, resource: "postgres"}
+	text := func(r record) *string { s := r.text(); return &s }
+	ours := record{V: recordVersion, Login: "letta", Resource: "postgres", Database: "letta", State: active}
+	othersConsumer := record{V: recordVersion, Login: "bob", Resource: "postgres", Database: "bob", State: active}
+	superuser := stance{adopt: AdoptPlain, self: "novox"}
+	delegated15 := stance{delegated: true, adopt: AdoptPlain, self: "novox"}
+	delegated16 := stance{delegated: true, from16: true, adopt: AdoptPlain, self: "novox"}
+	strict := stance{adopt: AdoptNone, self: "novox"}
+	vetRefused := invalid(errors.New("setting work_mem: invalid value"))
+
+	plain := func(o *observed) { *o = observed{role: true, login: true, forever: true, limit: -1} }
+	for name, tc := range map[string]struct {
+		found  func(*observed)
+		stance stance
+		vet    error
+		act    ports.Act
+		says   string // the refusal's whole text, where it refuses
+	}{
+		"nothing exists":                    {func(o *observed) {}, superuser, nil, ports.ActCreate, ""},
+		"a database to adopt":               {func(o *observed) { o.database, o.owner = false, "" }, superuser, nil, ports.ActCreate, ""},
+		"held":                              {func(o *observed) { o.role, o.comment = true, text(ours) }, superuser, nil, ports.ActNone, ""},
+		"held, delegated":                   {func(o *observed) { o.role, o.comment = true, text(ours) }, delegated16, nil, ports.ActNone, ""},
+		"a plain role":                      {plain, superuser, nil, ports.ActAdopt, ""},
+		"a plain role, delegated before 16": {plain, delegated15, nil, ports.ActAdopt, ""},
+		"a plain role it administers":       {func(o *observed) { plain(o); o.admin = true }, delegated16, nil, ports.ActAdopt, ""},
+		"a plain role it does not administer": {plain, delegated16, nil, ports.ActRefuse,
+			"create role letta: role letta exists, the provider did not make it, and the provider's role novox has no ADMIN option on it " +
+				"(from PostgreSQL 16 a role that is not a superuser alters only the roles it administers); it is not taken over: to have " +
+				`it adopted, as a superuser: GRANT "letta" TO "novox" WITH ADMIN OPTION, INHERIT FALSE, SET FALSE`},
+		"a plain role, adoption off": {plain, strict, nil, ports.ActRefuse,
+			"create role letta: role letta exists and the provider did not make it; it is not taken over (adoption is off)"},
+		"a superuser": {func(o *observed) { plain(o); o.attributes = []string{"a superuser"} }, superuser, nil, ports.ActRefuse,
+			"create role letta: role letta exists, the provider did not make it, and it is a superuser; it is not taken over"},
+		"the owner of another database": {func(o *observed) { plain(o); o.owns = []string{"finance"} }, superuser, nil, ports.ActRefuse,
+			"create role letta: role letta exists, the provider did not make it, and it is the owner of finance; it is not taken over"},
+		"another provider's": {func(o *observed) {
+			o.role, o.comment = true, text(record{V: recordVersion, Login: "letta", Resource: "mysql", State: active})
+		}, superuser, nil, ports.ActRefuse,
+			`create role letta: role letta is managed by the provider of "mysql", not "postgres"; it is not taken over`},
+		"a copied record": {func(o *observed) { o.role, o.comment = true, text(othersConsumer) }, superuser, nil, ports.ActRefuse,
+			"create role letta: role letta carries the provider's record of bob: it was renamed, or the record copied; " +
+				"it is not the provider's and is never repaired, withdrawn or dropped"},
+		"renamed away": {func(o *observed) {
+			o.others, o.otherComments = []string{"letta_old"}, []string{*text(ours)}
+		}, superuser, nil, ports.ActRefuse,
+			`create role letta: letta is now the role letta_old (renamed; letta_old carries the provider's record of letta); it is ` +
+				`not made again beside it: rename it back (ALTER ROLE "letta_old" RENAME TO "letta"), or take the record off letta_old ` +
+				`(COMMENT ON ROLE "letta_old" IS NULL) to have letta made anew`},
+		"another provider's record elsewhere": {func(o *observed) {
+			o.others, o.otherComments = []string{"x"}, []string{*text(record{V: recordVersion, Login: "letta", Resource: "mysql"})}
+		}, superuser, nil, ports.ActCreate, ""},
+		"a database another consumer has": {func(o *observed) {
+			o.database, o.owner, o.ownerComment = true, "bob", text(othersConsumer)
+		}, superuser, vetRefused, ports.ActRefuse, // before the settings
+			"create database letta: consumer bob has it; one database is never given to two consumers"},
+		"settings refused": {func(o *observed) { plain(o); o.attributes = []string{"a superuser"} }, superuser, vetRefused, ports.ActRefuse,
+			"settings of letta in letta: setting work_mem: invalid value"}, // before the role's own refusal
+		"a database another role owns": {func(o *observed) { o.database, o.owner = true, "bob" }, superuser, nil, ports.ActRefuse,
+			`create database letta: the database exists and is owned by "bob", not "letta"; it is not handed over`},
+		"a plain role and a database another owns": {func(o *observed) { plain(o); o.database, o.owner = true, "bob" }, superuser, nil, ports.ActRefuse,
+			`create database letta: the database exists and is owned by "bob", not "letta"; it is not handed over`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			var o observed
+			tc.found(&o)
+			v := d.decide(o, tc.stance, tc.vet)
+			is.Equal(v.act, tc.act)
+			if tc.says == "" {
+				is.NoErr(v.refusal)
+				return
+			}
+			is.True(v.refusal != nil)
+			is.Equal(v.refusal.Error(), tc.says)
+			is.True(isRefusal(v.refusal) || strings.Contains(tc.says, "carries the provider's record of")) // a refusal, not server trouble
+		})
+	}
+}
+
+// TestAHeldRoleKeepsItsRecord: the verdict on the provider's own role carries the record it
+// holds, from which Create writes the next one.
+func TestAHeldRoleKeepsItsRecord(t *testing.T) {
+	is := is.New(t)
+	d := definition{role: "letta", database: "letta", resource: "postgres"}
+	had := record{V: recordVersion, Login: "letta", Resource: "postgres", Database: "old", Databases: []string{"letta", "old"}, State: active}
+	text := had.text()
+	v := d.decide(observed{role: true, comment: &text}, stance{adopt: AdoptPlain}, nil)
+	is.Equal(v.act, ports.ActNone)
+	is.Equal(v.had.Databases, []string{"letta", "old"})
+}
