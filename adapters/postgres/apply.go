@@ -15,15 +15,15 @@ import (
 // roleDDL is the statement that makes role, or makes it again, as the definition says, with
 // its connection limit and, where secret is not empty, its password (" PASSWORD '<verifier>'").
 // A provider that is not a superuser names none of the attributes only a superuser may change
-// (it cannot give them, and the server refuses even their absence).
-func roleDDL(exists, delegated bool, role string, limit int, secret string) string {
+// (it cannot give them, and the server refuses even their absence): takesSuper is false.
+func roleDDL(exists, takesSuper bool, role string, limit int, secret string) string {
 	verb := "CREATE"
 	if exists {
 		verb = "ALTER"
 	}
-	super := " NOSUPERUSER NOREPLICATION NOBYPASSRLS"
-	if delegated {
-		super = ""
+	super := ""
+	if takesSuper {
+		super = " NOSUPERUSER NOREPLICATION NOBYPASSRLS"
 	}
 	return verb + " ROLE " + ident(role) + " WITH LOGIN NOCREATEDB NOCREATEROLE" + super +
 		" VALID UNTIL 'infinity' CONNECTION LIMIT " + strconv.Itoa(limit) + secret
@@ -37,15 +37,16 @@ func roleDDL(exists, delegated bool, role string, limit int, secret string) stri
 // pg_stat_activity names no verifier, and an error inside it is raised again without the
 // statement it came from.
 func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, w wanted, verifier string) error {
-	if !b.delegated() {
+	p := b.powers()
+	if p.quiets {
 		secret := ""
 		if verifier != "" {
 			secret = " PASSWORD " + literal(verifier)
 		}
-		_, err := tx.Exec(ctx, roleDDL(exists, false, w.role, w.limit, secret))
+		_, err := tx.Exec(ctx, roleDDL(exists, p.takesSuperAttributes, w.role, w.limit, secret))
 		return err
 	}
-	if _, err := tx.Exec(ctx, roleDDL(exists, true, w.role, w.limit, "")); err != nil {
+	if _, err := tx.Exec(ctx, roleDDL(exists, p.takesSuperAttributes, w.role, w.limit, "")); err != nil {
 		return err
 	}
 	if verifier == "" {
@@ -89,9 +90,10 @@ ORDER BY 1, 2, 3`, role)
 	}); err != nil {
 		return err
 	}
+	revokesAny := b.powers().revokesAny
 	for _, g := range grants {
 		revoke := "REVOKE " + ident(g[0]) + " FROM " + ident(g[1]) + " GRANTED BY " + ident(g[2]) + " CASCADE"
-		if !b.delegated() {
+		if revokesAny {
 			if _, err := tx.Exec(ctx, revoke); err != nil {
 				return fmt.Errorf("revoke %s from %s: %w", g[0], g[1], err)
 			}
@@ -119,11 +121,12 @@ ORDER BY 1, 2, 3`, role)
 // the owner of a database, and act as that owner. From 16 the membership is SET only, never
 // INHERIT, so that the provider never holds the consumer's privileges by default.
 func (b *Backend) ownMembership(ctx context.Context, tx pgx.Tx, role string) error {
-	if !b.delegated() {
+	p := b.powers()
+	if !p.asMember {
 		return nil
 	}
 	grant := "GRANT " + ident(role) + " TO CURRENT_USER"
-	if b.from16() {
+	if p.setOnly {
 		grant += " WITH INHERIT FALSE, SET TRUE"
 	}
 	if _, err := tx.Exec(ctx, grant); err != nil {

@@ -29,7 +29,7 @@ func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, 
 // round trip.
 func (b *Backend) catalog(ctx context.Context, conn *pgxpool.Conn, roles, databases, named []string) ([]observed, map[string]string, error) {
 	batch := &pgx.Batch{}
-	batch.Queue(observeSQL(reading{verifier: true}, b.delegated()), roles, databases, consumerSearchPath)
+	batch.Queue(observeSQL(reading{verifier: true}, b.powers().readsVerifiers), roles, databases, consumerSearchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text, coalesce(default_version::text, '') FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}

@@ -86,7 +86,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		return out
 	}
 	b.verifyAll(ps, wants, index, seen)
-	delegated := b.delegated()
+	byLogin := !b.powers().readsVerifiers
 	var deep []int                         // the consumers whose databases must be looked into
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	lacks := make([][]string, len(index))  // and those the provider does not make for it
@@ -99,7 +99,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 			}
 			inside[k] = append(inside[k], x)
 		}
-		if cs := define(wants[i], b.resource).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(delegated && ps[i].Login) {
+		if cs := define(wants[i], b.resource).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(byLogin && ps[i].Login) {
 			out[i].changes = cs
 			continue
 		}
@@ -127,10 +127,10 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 // password instead (checkInside), as the consumers the loop granted a login this pass
 // (Provision.Login); the others' passwords are taken as held until their turn.
 func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, seen []observed) {
-	delegated := b.delegated()
+	byLogin := !b.powers().readsVerifiers
 	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
-		seen[k].verifies = delegated || seen[k].stored != nil && b.verified.verifies(*seen[k].stored, ps[i].Password, wants[i].role)
+		seen[k].verifies = byLogin || seen[k].stored != nil && b.verified.verifies(*seen[k].stored, ps[i].Password, wants[i].role)
 	})
 }
 
@@ -166,7 +166,7 @@ func (b *Backend) checkInside(ctx context.Context, each time.Duration, timedOut 
 		}
 		slot()
 	}
-	if b.delegated() && p.Login {
+	if !b.powers().readsVerifiers && p.Login {
 		ok, err := b.logsIn(dctx, w, p.Password)
 		if err != nil || !ok || len(names) == 0 {
 			release()

@@ -46,7 +46,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 		return changed, err
 	}
 	cs := d.databaseChanges(f)
-	if !b.delegated() { // a superuser may always connect and create
+	if !b.powers().asMember { // a superuser may always connect and create
 		cs = slices.DeleteFunc(cs, func(c change) bool { return c.kind == closedToProvider })
 	}
 	if hasKind(cs, openToOthers, closedToProvider, connectionsOff, isTemplate) {

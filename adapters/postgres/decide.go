@@ -13,17 +13,17 @@ import (
 )
 
 // stance is how the provider stands on the server, as far as a verdict turns on it: whether
-// its role is a superuser (delegated, and from PostgreSQL 16 whether it administers a role it
-// did not make), and whether it takes over a plain role it did not make (adopt).
+// it takes over a plain role it did not make (adopt), and only one it administers (its mode's
+// powers).
 type stance struct {
-	delegated, from16 bool
-	adopt             Adopt
-	self              string // the provider's role, named in a refusal that a grant to it would lift
+	adoptsAdministered bool
+	adopt              Adopt
+	self               string // the provider's role, named in a refusal that a grant to it would lift
 }
 
 // stance is how the provider stands now, as last read from the server.
 func (b *Backend) stance() stance {
-	return stance{delegated: b.delegated(), from16: b.from16(), adopt: b.adopt, self: b.self}
+	return stance{adoptsAdministered: b.powers().adoptsAdministered, adopt: b.adopt, self: b.self}
 }
 
 // verdict is what Create does with a consumer: make its role (ActCreate), take over a role it
@@ -79,7 +79,7 @@ func (d definition) claim(o observed, s stance) verdict {
 	case errors.Is(err, errNotRecorded):
 		if why := unadoptable(o, d.database); why != "" {
 			err = refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", d.role, why))
-		} else if s.delegated && s.from16 && !o.admin {
+		} else if s.adoptsAdministered && !o.admin {
 			err = refused(fmt.Errorf("role %s exists, the provider did not make it, and the provider's role %s has no ADMIN option on it "+
 				"(from PostgreSQL 16 a role that is not a superuser alters only the roles it administers); it is not taken over: to have "+
 				"it adopted, as a superuser: GRANT %s TO %s WITH ADMIN OPTION, INHERIT FALSE, SET FALSE", d.role, s.self, ident(d.role), ident(s.self)))

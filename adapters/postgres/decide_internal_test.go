@@ -19,8 +19,8 @@ func TestTheVerdictOnEachObservationInEachMode(t *testing.T) {
 	ours := record{V: recordVersion, Login: "letta", Resource: "postgres", Database: "letta", State: active}
 	othersConsumer := record{V: recordVersion, Login: "bob", Resource: "postgres", Database: "bob", State: active}
 	superuser := stance{adopt: AdoptPlain, self: "novox"}
-	delegated15 := stance{delegated: true, adopt: AdoptPlain, self: "novox"}
-	delegated16 := stance{delegated: true, from16: true, adopt: AdoptPlain, self: "novox"}
+	delegated15 := stance{adopt: AdoptPlain, self: "novox"}
+	delegated16 := stance{adoptsAdministered: true, adopt: AdoptPlain, self: "novox"}
 	strict := stance{adopt: AdoptNone, self: "novox"}
 	vetRefused := invalid(errors.New("setting work_mem: invalid value"))
 

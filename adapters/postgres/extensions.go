@@ -220,7 +220,7 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE"
 	}
 	if _, err := db.Exec(ctx, statement); err != nil {
-		if b.delegated() && pgCode(err) == insufficientPrivilege {
+		if b.powers().refusable && pgCode(err) == insufficientPrivilege {
 			// The server does not let a provider that is not a superuser create it (not
 			// trusted, not on the platform's allow-list): said once, and the rest go on.
 			if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
@@ -290,12 +290,8 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 	case err != nil:
 		return err
 	case !super && *owner != b.self:
-		want := "a superuser"
-		if b.delegated() {
-			want = "the provider's role " + b.self
-		}
 		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
-			"others may create objects", extensionSchema, *owner, want))
+			"others may create objects", extensionSchema, *owner, b.powers().schemaOwner))
 	}
 	_, err = db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
 		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+

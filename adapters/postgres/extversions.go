@@ -220,7 +220,7 @@ func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role strin
 			switch code := pgCode(e); {
 			case code == lockNotAvailable:
 				return updated, transient(fmt.Errorf("%s: a session holds a lock it needs (%s)", u.Step, pgMessage(e)))
-			case code == insufficientPrivilege && b.delegated():
+			case code == insufficientPrivilege && b.powers().refusable:
 				// The server does not let a provider that is not a superuser update it: a refusal
 				// of this consumer's update, said once; a rollout is not halted for it.
 				b.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")

@@ -50,10 +50,12 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	// may; a server that samples is refused in delegated mode (quiet). Whether a prepared
 	// transaction holds the role's row is asked in the same statement (pg_authid: a superuser's
 	// question only).
-	sampling := "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
-	rowHeld := rowHeldSQL
-	if b.delegated() {
-		sampling, rowHeld = "true", "false"
+	sampling, rowHeld, p := "true", "false", b.powers()
+	if p.quiets {
+		sampling = "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
+	}
+	if p.seesPrepared {
+		rowHeld = rowHeldSQL
 	}
 	var took, heldRow bool
 	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_try_advisory_lock("+loginKey+"), "+sampling+", "+rowHeld, role).Scan(&took, new(bool), &heldRow)
@@ -295,7 +297,7 @@ func (b *Backend) eviction(consumer string, conn *pgx.Conn) eviction {
 			b.blocked.add(h, fmt.Sprintf("prepared transaction %q of %s in %s holds %s", h.gid, who, h.database, what))
 		},
 	}
-	if b.delegated() {
+	if !b.powers().seesPrepared {
 		e.rollback = nil
 	}
 	return e

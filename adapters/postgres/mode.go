@@ -47,21 +47,58 @@ func (b *Backend) Mode() Mode {
 // Kind is the mode the server was last found in as a plain word, "" before it was asked.
 func (b *Backend) Kind() string { return string(b.Mode()) }
 
-// delegated is whether the provider last found its role not a superuser.
-func (b *Backend) delegated() bool { return b.Mode() == ModeDelegated }
+// powers is every difference the provider's mode makes, chosen here and nowhere else: what a
+// superuser does itself, and how a provider that is not one does without. A file asks for the
+// power it needs, never which mode the provider is in.
+type powers struct {
+	// readsVerifiers: it reads a role's stored verifier (pg_authid) and checks the minted
+	// password against it; without, it checks by logging in with the password (checkInside),
+	// on a pass that grants the login, and takes the others' as held until their turn.
+	readsVerifiers bool
+	// quiets: it turns the server's logging off for its own statements (quietSQL, a lock's
+	// session), and sends a verifier in the statement; without, it sends the verifier as a
+	// parameter of a function of its session's own (writeRole), on a server found not to log it.
+	quiets bool
+	// takesSuperAttributes: a role it writes is said NOSUPERUSER NOREPLICATION NOBYPASSRLS;
+	// without, the server refuses even their absence.
+	takesSuperAttributes bool
+	// revokesAny: it may revoke any membership; without, a revoke may be denied (from 16, what
+	// a role whose privileges it lacks granted), which is said, and the grant stays drift.
+	revokesAny bool
+	// asMember: it acts as a consumer's owner through a membership of its own (GRANT role TO
+	// CURRENT_USER, SET LOCAL ROLE), keeps CONNECT and CREATE on the consumer's database, and
+	// ends its own sessions there before dropping it as the owner; setOnly: that membership is
+	// SET, never INHERIT (from 16, where a membership says so).
+	asMember, setOnly bool
+	// adoptsAdministered: it takes over only a role it has the ADMIN option on (from 16).
+	adoptsAdministered bool
+	// seesPrepared: it reads which prepared transaction holds a role's row, and may roll it back.
+	seesPrepared bool
+	// refusable: the server may refuse it an extension, or an extension's update (not trusted,
+	// not on the platform's allow-list): a refusal of that consumer's, said once, not an error.
+	refusable bool
+	// schemaOwner is who must own the extensions schema, in a refusal's words.
+	schemaOwner string
+}
 
-// ChecksByLogin is whether HoldsAll checks passwords by logging in: in delegated mode, as last
-// found.
-func (b *Backend) ChecksByLogin() bool { return b.delegated() }
+// powers is what the provider may do in the mode the server was last found in (a superuser's
+// before it was asked).
+func (b *Backend) powers() powers {
+	s := b.role.Load()
+	if s == nil || s.mode != ModeDelegated {
+		return powers{readsVerifiers: true, quiets: true, takesSuperAttributes: true, revokesAny: true,
+			seesPrepared: true, schemaOwner: "a superuser"}
+	}
+	from16 := s.version >= 160000
+	return powers{asMember: true, setOnly: from16, adoptsAdministered: from16, refusable: true,
+		schemaOwner: "the provider's role " + b.self}
+}
+
+// ChecksByLogin is whether HoldsAll checks passwords by logging in: where the provider may not
+// read them (powers), as last found.
+func (b *Backend) ChecksByLogin() bool { return !b.powers().readsVerifiers }
 
 var _ ports.LoginChecker = (*Backend)(nil)
-
-// from16 is whether the server is PostgreSQL 16 or later, where a membership says whether it
-// may be SET and whether it is INHERITed.
-func (b *Backend) from16() bool {
-	s := b.role.Load()
-	return s != nil && s.version >= 160000
-}
 
 // sqlServerRole reads whether the server is in recovery (a standby), what serverRole holds,
 // whether the role may create roles and databases, and the settings under which the server would log a statement's parameters, or a nested
@@ -123,7 +160,7 @@ func (b *Backend) asOwner(ctx context.Context, conn interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, role string, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if b.delegated() {
+		if b.powers().asMember {
 			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ident(role)); err != nil {
 				return fmt.Errorf("act as the owner %s: %w", role, err)
 			}

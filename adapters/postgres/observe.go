@@ -73,9 +73,9 @@ LEFT JOIN LATERAL (SELECT array_agg(o.rolname::text ORDER BY o.rolname) AS names
 // observeSQL is the one query that observes consumers: $1 their roles, $2 their databases,
 // $3 the provider's search_path; one row each, in their order. A provider that is not a
 // superuser reads no verifier (they are a superuser's to read).
-func observeSQL(r reading, delegated bool) string {
+func observeSQL(r reading, readsVerifiers bool) string {
 	stored, authid, held, heldCTE := "NULL::text", "", `'{}'::text[], '{}'::text[], '{}'::text[]`, ""
-	if r.verifier && !delegated {
+	if r.verifier && readsVerifiers {
 		stored, authid = "au.rolpassword", "\nLEFT JOIN pg_catalog.pg_authid au ON au.oid = r.oid"
 	}
 	if r.holdings {
@@ -128,7 +128,7 @@ func scanObserved(rows pgx.Rows) ([]observed, error) {
 // observe reads one consumer, role and database ("" where only the role matters), in one
 // round trip on q.
 func (b *Backend) observe(ctx context.Context, q querier, role, database string, r reading) (observed, error) {
-	rows, err := q.Query(ctx, observeSQL(r, b.delegated()), []string{role}, []string{database}, consumerSearchPath)
+	rows, err := q.Query(ctx, observeSQL(r, b.powers().readsVerifiers), []string{role}, []string{database}, consumerSearchPath)
 	if err != nil {
 		return observed{}, err
 	}

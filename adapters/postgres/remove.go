@@ -207,7 +207,7 @@ func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
 // the session and reset after; a session that cannot be reset is closed, never pooled as the
 // consumer).
 func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
-	if b.delegated() {
+	if b.powers().asMember {
 		// The owner may end only its own sessions there: the provider's own (a check's, an
 		// extension's, closing) are ended and waited for first.
 		if err := b.endOwnSessions(ctx, conn, db); err != nil {

@@ -29,7 +29,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 	var v verdict
 	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, quietSQL(b.delegated())); err != nil {
+		if _, err := tx.Exec(ctx, quietSQL(b.powers().quiets)); err != nil {
 			return atRole(w.role, err)
 		}
 		if f, err = b.observe(ctx, tx, w.role, w.database, reading{verifier: true, holdings: true, claim: true}); err != nil {
@@ -119,8 +119,8 @@ func actOf(made, adopted, changed bool) ports.Act {
 // pg_stat_statements' setting is a placeholder where the extension is not loaded. These are a
 // superuser's settings: a provider that is not one sets none, and sends the verifier as a
 // parameter instead (writeRole), on a server whose settings would not log it (quiet).
-func quietSQL(delegated bool) string {
-	if delegated {
+func quietSQL(quiets bool) string {
+	if !quiets {
 		return "SELECT 1"
 	}
 	return `SELECT set_config('log_statement', 'none', true),
