@@ -85,10 +85,11 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 	e.exec("", `ALTER ROLE "`+renamed.As+`" RENAME TO "`+renamed.As+`_old"`)
 	taken.Derived["database"] = held.As // another consumer's
 
-	// The adopted role's database goes before the role.
+	// A role's databases go before it; the renamed role, which carries a record, goes too, or
+	// the other tests' Managed would name it.
 	t.Cleanup(func() {
 		e.exec("", `DROP DATABASE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+super.As+`"`,
-			`DROP DATABASE IF EXISTS "`+squatted.As+`"`)
+			`DROP DATABASE IF EXISTS "`+squatted.As+`"`, `DROP DATABASE IF EXISTS "`+renamed.As+`"`, `DROP ROLE IF EXISTS "`+renamed.As+`_old"`)
 	})
 	ps := []ports.Provision{fresh, held, limited, plain, super, squatted, settled, taken, renamed}
 	seen := plan.Foresee(ctx, ps, 30*time.Second)
