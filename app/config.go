@@ -16,8 +16,9 @@ import (
 type Config struct {
 	// Receives is the contributions file the mesh writes (--receives); required.
 	Receives string
-	// Resource is the requirement this provider serves, as the mesh names it (--resource,
-	// "postgres"): the record on the server and the lease are kept per resource.
+	// Resource is the requirement this provider serves, as the mesh names it (--resource, the
+	// kind's default, ports.Described): the record on the server and the lease are kept per
+	// resource.
 	Resource string
 	// Backend is the backend's own flags (how to reach its server, what it may do there),
 	// which it registers and checks itself, and which open it (wiring.go). They may carry a
@@ -50,7 +51,8 @@ type Config struct {
 	// DefaultParallel); at least 1.
 	Parallel int
 	// MaxConns is the most connections held to the server, the lease's besides
-	// (--max-connections); parse makes 0 twice Parallel; never 1.
+	// (--max-connections); parse makes 0 twice Parallel; at least the fewest the kind works
+	// with (ports.Described).
 	MaxConns int
 	// ExtUpdates is what becomes of an extension older than the version wanted
 	// (--extension-updates): domain.Staged (the default) or domain.Off.
@@ -93,6 +95,7 @@ func (c Config) validate() error {
 	if c.Backend != nil {
 		backend = c.Backend.Check()
 	}
+	fewest, why := fewestConnections(c.Backend)
 	switch {
 	case c.Receives == "":
 		return fmt.Errorf("--receives is required (or %s): the contributions file to read", envName("receives"))
@@ -116,8 +119,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--extension-soak %s: want zero or a positive duration", c.Soak)
 	case c.Parallel < 1:
 		return fmt.Errorf("--parallel %d: want at least 1", c.Parallel)
-	case c.MaxConns < 0 || c.MaxConns == 1:
-		return fmt.Errorf("--max-connections %d: want at least 2 (one pooled, one to a consumer's database)", c.MaxConns)
+	case c.MaxConns < fewest && why != "":
+		return fmt.Errorf("--max-connections %d: want at least %d (%s)", c.MaxConns, fewest, why)
+	case c.MaxConns < fewest:
+		return fmt.Errorf("--max-connections %d: want at least %d", c.MaxConns, fewest)
 	case c.DropAfter < 0:
 		return fmt.Errorf("--drop-after %s: want zero or a positive duration", c.DropAfter)
 	case c.Settle < time.Second:
@@ -132,4 +137,22 @@ func (c Config) validate() error {
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
 	return nil
+}
+
+// fewestConnections is the fewest connections kind works with, and why (ports.Described); one,
+// which needs no reason, for a kind that does not say.
+func fewestConnections(kind ports.Kind) (int, string) {
+	if d, ok := kind.(ports.Described); ok {
+		return d.FewestConnections()
+	}
+	return 1, ""
+}
+
+// defaultResource is the resource kind serves where --resource does not say (ports.Described);
+// none for a kind that does not say.
+func defaultResource(kind ports.Kind) string {
+	if d, ok := kind.(ports.Described); ok {
+		return d.DefaultResource()
+	}
+	return ""
 }

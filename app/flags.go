@@ -28,7 +28,7 @@ func flags(c *Config) *flag.FlagSet {
 	c.Backend.Flags(fs) // the kind's own: how to reach its server, what the provider may do there
 	fs.StringVar(&c.Receives, "receives", "", "the contributions file the mesh writes for this provider: the consumers, each with "+
 		"the path of its secret (the format: docs/contributions.md); required")
-	fs.StringVar(&c.Resource, "resource", "postgres", "the requirement this provider serves, as the mesh names it; "+
+	fs.StringVar(&c.Resource, "resource", defaultResource(c.Backend), "the requirement this provider serves, as the mesh names it; "+
 		"the provider's record on the server and its lease are kept per resource")
 	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes; a change to the file or a secret, or SIGHUP, starts one at once")
 	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often each consumer is checked: does the server still hold its login, database and extensions as made")
@@ -204,6 +204,19 @@ var placeholders = map[string]string{
 	"max-connections": "N", "listen": "ADDR", "progress-every": "DURATION", "usage-every": "DURATION", "log-format": "text|json", "log-level": "LEVEL",
 }
 
+// kindsFlagOrder is the order --help lists kind's own flags in: the one it gives
+// (ports.FlagOrder), else by name.
+func kindsFlagOrder(kind ports.Kind) []string {
+	if o, ok := kind.(ports.FlagOrder); ok {
+		return o.FlagOrder()
+	}
+	var names []string
+	own := flag.NewFlagSet("kind", flag.ContinueOnError)
+	newKind().Flags(own) // a kind of its own: the one --help describes keeps its defaults
+	own.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
 func writeUsage(w io.Writer) {
 	var c Config
 	fs := flags(&c)
@@ -241,10 +254,8 @@ func writeUsage(w io.Writer) {
 			show(fs.Lookup(name))
 			continue
 		}
-		if o, ok := c.Backend.(ports.FlagOrder); ok {
-			for _, name := range o.FlagOrder() {
-				show(fs.Lookup(name))
-			}
+		for _, name := range kindsFlagOrder(c.Backend) {
+			show(fs.Lookup(name))
 		}
 	}
 	fs.VisitAll(show)

@@ -41,7 +41,7 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 		fmt.Fprintf(stderr, "provisioner plan: %s (see provisioner plan --help)\n", redact(err.Error(), cfg.Backend))
 		return planUsage
 	case cfg.Help:
-		fmt.Fprint(stdout, planUsageText)
+		fmt.Fprint(stdout, planHelp(cfg.Backend))
 		return planNothing
 	}
 	log, err := logger.New(stderr, cfg.LogFormat, cfg.Resource, cfg.LogLevel)
@@ -218,10 +218,7 @@ the consumers the file lists, in its order, then the others the server's record 
 the contributions file, the secrets, the record and the server as a pass does, in read-only
 transactions; it takes no lease, serves nothing and can run beside a running daemon.
 
-  create    nothing of the consumer exists: its role and database are made
-  adopt     a role named like it exists that no record names, and --adopt plain takes it over
-            (WHY: what that changes)
-  repair    the provider's, and not as asked (WHY: what drifted)
+%s  repair    the provider's, and not as asked (WHY: what drifted)
   update    as asked but for staged changes it is due, made as their rollout allows (WHY: each
             change, e.g. an extension's newer version)
   refuse    exists and is not the provider's to take, or asks for what cannot be made (WHY)
@@ -249,3 +246,21 @@ Exit codes: 0 every consumer is as the file asks; 3 something is to be done, wai
 refused or is incomplete; 1 could not plan (the file unusable, the server unreachable or its record unreadable);
 2 bad usage or configuration.
 `
+
+// planHelp is plan's --help, its legend in kind's words where it has them (ports.Described).
+func planHelp(kind ports.Kind) string {
+	acts := map[ports.Act]string{
+		ports.ActCreate: "nothing of the consumer exists: it is made",
+		ports.ActAdopt:  "it exists, no record names it, and the backend takes it over\n(WHY: what that changes)",
+	}
+	if d, ok := kind.(ports.Described); ok {
+		for act, words := range d.Acts() {
+			acts[act] = words
+		}
+	}
+	var legend strings.Builder
+	for _, act := range []ports.Act{ports.ActCreate, ports.ActAdopt} {
+		fmt.Fprintf(&legend, "  %-9s %s\n", act, strings.ReplaceAll(acts[act], "\n", "\n"+strings.Repeat(" ", 12)))
+	}
+	return fmt.Sprintf(planUsageText, legend.String())
+}

@@ -415,6 +415,20 @@ type FlagOrder interface {
 	FlagOrder() []string
 }
 
+// Described is a Kind that says in its own words what the daemon would otherwise have to know
+// of it. A Kind that is not one serves the resource --resource names (no default), works with
+// one connection, and is described in the plan's legend in general words.
+type Described interface {
+	// DefaultResource is the resource it serves where --resource does not say.
+	DefaultResource() string
+	// FewestConnections is the fewest connections it works with (--max-connections), and why,
+	// in words that follow "want at least N".
+	FewestConnections() (int, string)
+	// Acts are its words for what an act does to a consumer, for the plan's legend
+	// (ActCreate, ActAdopt): the text after the act's name, lines broken where it wants them.
+	Acts() map[Act]string
+}
+
 // Options are what a daemon gives any backend it opens, beside the backend's own flags.
 type Options struct {
 	// Resource is the requirement the provider serves, as the mesh names it.

@@ -103,6 +103,24 @@ func (f *Flags) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&f.ConnectionLimit, "connection-limit", -1, "each consumer role's CONNECTION LIMIT (`N`) where its entry names none (-1: no limit)")
 }
 
+// DefaultResource is the requirement a PostgreSQL provider serves unless --resource says.
+func (f *Flags) DefaultResource() string { return "postgres" }
+
+// FewestConnections: one for the pool and one to a consumer's database at a time.
+func (f *Flags) FewestConnections() (int, string) {
+	return 2, "one pooled, one to a consumer's database"
+}
+
+// Acts are what a create and an adoption do here, as the plan's legend says them.
+func (f *Flags) Acts() map[ports.Act]string {
+	return map[ports.Act]string{
+		ports.ActCreate: "nothing of the consumer exists: its role and database are made",
+		ports.ActAdopt:  "a role named like it exists that no record names, and --adopt plain takes it over\n(WHY: what that changes)",
+	}
+}
+
+var _ ports.Described = (*Flags)(nil)
+
 // FlagOrder is the order --help lists the flags in: how to reach the server, what the provider
 // may do there, then how drops are archived.
 func (f *Flags) FlagOrder() []string {
