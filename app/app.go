@@ -1,5 +1,5 @@
 // Package app builds the provisioner from its configuration and runs it: the reconcile loop
-// over the PostgreSQL backend, once (--once) or as a daemon woken by changes to the files it
+// over the backend wiring.go names, once (--once) or as a daemon woken by changes to the files it
 // reads and by SIGHUP, observed through /healthz, /readyz, /status and /metrics, and stopped by
 // its context; and `provisioner status`, which reads a daemon's /status.
 package app

@@ -33,7 +33,7 @@ type Config struct {
 	// domain.DefaultHoldsTimeout); positive. It also bounds the readiness ping (at most 5 s).
 	HoldsTimeout time.Duration
 	// LoginCheckEvery is how often at least each consumer's password is checked by logging in
-	// as it, in delegated mode (--login-check-every, domain.DefaultLoginCheckEvery); positive.
+	// as it, where the backend checks by logging in (ports.LoginChecker; --login-check-every, domain.DefaultLoginCheckEvery); positive.
 	LoginCheckEvery time.Duration
 	// LoginRate is the most of those logins a second (--login-rate, domain.DefaultLoginRate);
 	// at least 1.
