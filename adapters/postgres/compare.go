@@ -128,6 +128,34 @@ func (d definition) adoptionWords(cs []change) []string {
 	return out
 }
 
+// writer is the statement of Create's that makes a change (apply.go).
+type writer int
+
+const (
+	writtenElsewhere writer = iota // the record, the settings, the extensions: written by their own step
+	roleWriter                     // CREATE or ALTER ROLE, with the password where it is stale (writeRole)
+	membershipWriter               // every membership either way revoked (revokeMemberships)
+	databaseWriter                 // who may connect, connections allowed, no template (closeAndOpen)
+)
+
+// writer is the statement that makes a change of kind k: each kind is made by one.
+func (k kind) writer() writer {
+	switch k {
+	case loginOff, powersOn, roleExpired, roleValidUntil, limitDiffers, passwordStale:
+		return roleWriter
+	case memberOf, grantedTo:
+		return membershipWriter
+	case openToOthers, closedToProvider, connectionsOff, isTemplate:
+		return databaseWriter
+	}
+	return writtenElsewhere
+}
+
+// writes is whether a change of cs is made by w.
+func writes(cs []change, w writer) bool {
+	return slices.ContainsFunc(cs, func(c change) bool { return c.kind.writer() == w })
+}
+
 // hasKind is whether cs holds a change of one of kinds.
 func hasKind(cs []change, kinds ...kind) bool {
 	for _, c := range cs {

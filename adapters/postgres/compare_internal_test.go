@@ -95,3 +95,21 @@ func TestTheRecordKeepsTheDatabasesTheRoleStillOwns(t *testing.T) {
 	is.Equal(r.State, active)                     // Create makes it active
 	is.Equal(r.Login, "letta")                    // on the role it is written on
 }
+
+// TestEachDriftCreateRepairsHasItsWriter: every kind of drift of the role or its database that
+// Create repairs in place is made by one statement of apply.go, and the rest by their own step.
+func TestEachDriftCreateRepairsHasItsWriter(t *testing.T) {
+	is := is.New(t)
+	for k, w := range map[kind]writer{
+		loginOff: roleWriter, powersOn: roleWriter, roleExpired: roleWriter, roleValidUntil: roleWriter,
+		limitDiffers: roleWriter, passwordStale: roleWriter,
+		memberOf: membershipWriter, grantedTo: membershipWriter,
+		openToOthers: databaseWriter, closedToProvider: databaseWriter, connectionsOff: databaseWriter, isTemplate: databaseWriter,
+		roleMissing: writtenElsewhere, notRecorded: writtenElsewhere, databaseMissing: writtenElsewhere, ownerDiffers: writtenElsewhere,
+		settingSet: writtenElsewhere, searchPathUnset: writtenElsewhere, extensionMissing: writtenElsewhere,
+	} {
+		is.Equal(k.writer(), w) // change{kind: k}.word() is made by the writer named
+	}
+	is.True(writes([]change{{kind: passwordStale}}, roleWriter))
+	is.True(!writes([]change{{kind: passwordStale}}, databaseWriter))
+}

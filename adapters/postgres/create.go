@@ -24,15 +24,15 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	var did ports.Act
 	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
-		f, act, err := b.ensureRole(ctx, conn, w, p.Password)
+		f, v, act, err := b.ensureRole(ctx, conn, w, p.Password)
 		if did = act; err != nil {
 			return err
 		}
-		made, err := b.ensureDatabase(ctx, conn, define(w, b.resource), f)
+		f, made, err := b.ensureDatabase(ctx, conn, define(w, b.resource), f, v.changes)
 		if err != nil {
 			return atDatabase(w.database, err)
 		}
-		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, p.Updates)
+		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, p.Updates, f.searchPath)
 		if extErr == nil && len(lacks) > 0 {
 			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
 		}
@@ -44,7 +44,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 			}
 			return extErr
 		}
-		set, err := ensureSettings(ctx, conn, w)
+		set, err := ensureSettings(ctx, conn, w, f.setconfig)
 		if (made || added || set) && did == ports.ActNone {
 			did = ports.ActRepair
 		}

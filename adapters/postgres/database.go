@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,9 +24,10 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // and only then are connections allowed. Where others could connect, they can no longer, and
 // their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
 // which anyone allowed to create databases could copy. f is what Create observed of the
-// consumer before it wrote the role; the database is read again only where it is made. It
-// answers whether it changed anything.
-func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, f observed) (changed bool, err error) {
+// consumer before it wrote the role, and cs the verdict's changes; the database is read again,
+// and compared again, only where it is made. It answers the observation as it stands after
+// (the role's settings in it included), and whether it changed anything.
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, f observed, cs []change) (_ observed, changed bool, err error) {
 	db, role := d.database, d.role
 	if !f.database {
 		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role)+" ALLOW_CONNECTIONS false")
@@ -35,37 +35,34 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			err = nil // made by someone else since we looked; whose it is decides
 		}
 		if err != nil {
-			return false, err
+			return f, false, err
 		}
 		changed = true
 		if f, err = b.observe(ctx, conn, role, db, reading{}); err != nil {
-			return changed, err
+			return f, changed, err
 		}
+		if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
+			return f, changed, err
+		}
+		cs = d.databaseChangesAs(f, b.stance())
 	}
-	if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
-		return changed, err
-	}
-	cs := d.databaseChanges(f)
-	if !b.powers().asMember { // a superuser may always connect and create
-		cs = slices.DeleteFunc(cs, func(c change) bool { return c.kind == closedToProvider })
-	}
-	if hasKind(cs, openToOthers, closedToProvider, connectionsOff, isTemplate) {
+	if writes(cs, databaseWriter) {
 		changed = true
 		if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f.open, cs) }); err != nil {
-			return changed, err
+			return f, changed, err
 		}
 	}
 	if len(f.open) > 0 {
 		ended, err := terminate(ctx, conn, othersIn, db, role)
 		if err != nil {
-			return changed, fmt.Errorf("end the sessions of others: %w", err)
+			return f, changed, fmt.Errorf("end the sessions of others: %w", err)
 		}
 		if len(ended) > 0 {
 			b.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
 				role, db, f.open, len(ended))
 		}
 	}
-	return changed, nil
+	return f, changed, nil
 }
 
 // hasIt is the refusal of a database that the consumer as has: the same words whether it was

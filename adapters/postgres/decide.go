@@ -8,6 +8,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -17,13 +18,15 @@ import (
 // powers).
 type stance struct {
 	adoptsAdministered bool
+	asMember           bool // it keeps CONNECT and CREATE on a consumer's database (powers)
 	adopt              Adopt
 	self               string // the provider's role, named in a refusal that a grant to it would lift
 }
 
 // stance is how the provider stands now, as last read from the server.
 func (b *Backend) stance() stance {
-	return stance{adoptsAdministered: b.powers().adoptsAdministered, adopt: b.adopt, self: b.self}
+	p := b.powers()
+	return stance{adoptsAdministered: p.adoptsAdministered, asMember: p.asMember, adopt: b.adopt, self: b.self}
 }
 
 // verdict is what Create does with a consumer: make its role (ActCreate), take over a role it
@@ -33,11 +36,15 @@ type verdict struct {
 	act     ports.Act
 	had     record // the provider's record on the role, where it holds one
 	refusal error
+	// changes are what Create changes of the role and of its database where they exist, as
+	// the provider's mode has it make them (databaseChanges); the record, the settings and the
+	// extensions are their own steps'.
+	changes []change
 }
 
-// decide is the verdict on the consumer d, observed as o (read with reading.claim), for a
-// provider standing as s, where vet is the server's refusal of d's settings (vetSettings), nil
-// where it took them. Its rules, in the order they are asked:
+// decide is the verdict on the consumer d, observed as o (read with reading.claim, its password
+// checked: o.verifies), for a provider standing as s, where vet is the server's refusal of d's
+// settings (vetSettings), nil where it took them. Its rules, in the order they are asked:
 //   - a database another consumer of the provider's has is never given to a second one;
 //   - settings the server refuses are refused before anything is made;
 //   - a role the provider renamed away is that consumer, never made again beside it;
@@ -66,7 +73,25 @@ func (d definition) decide(o observed, s stance, vet error) verdict {
 	if err := d.handedOver(o); err != nil {
 		return refuse(atDatabase(d.database, err))
 	}
+	if o.role {
+		v.changes = d.roleChanges(o)
+	}
+	v.changes = append(v.changes, d.databaseChangesAs(o, s)...)
 	return v
+}
+
+// databaseChangesAs is how the database, where it exists, differs from d, as a provider
+// standing as s makes it: one that is a superuser may always connect and create, and keeps no
+// grant of its own on it.
+func (d definition) databaseChangesAs(o observed, s stance) []change {
+	if !o.database {
+		return nil
+	}
+	cs := d.databaseChanges(o)
+	if !s.asMember {
+		cs = slices.DeleteFunc(cs, func(c change) bool { return c.kind == closedToProvider })
+	}
+	return cs
 }
 
 // claim is the verdict on a role that exists: the provider's (its record, on this very role,

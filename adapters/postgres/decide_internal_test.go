@@ -104,3 +104,27 @@ func TestAHeldRoleKeepsItsRecord(t *testing.T) {
 	is.Equal(v.act, ports.ActNone)
 	is.Equal(v.had.Databases, []string{"letta", "old"})
 }
+
+// TestTheVerdictCarriesWhatCreateChanges: the verdict names what Create changes of the role and
+// its database, and the mode chooses among them: only a provider that acts through a
+// membership grants itself a way into the consumer's database.
+func TestTheVerdictCarriesWhatCreateChanges(t *testing.T) {
+	is := is.New(t)
+	d := definition{role: "letta", database: "letta", limit: 5, resource: "postgres"}
+	o := asMade(d)
+	o.limit, o.provides, o.open = 3, false, []string{"PUBLIC"}
+	kinds := func(v verdict) (out []kind) {
+		for _, c := range v.changes {
+			out = append(out, c.kind)
+		}
+		return out
+	}
+	superuser := d.decide(o, stance{adopt: AdoptPlain}, nil)
+	is.Equal(superuser.act, ports.ActNone)
+	is.Equal(kinds(superuser), []kind{limitDiffers, openToOthers}) // a superuser needs no grant
+	delegated := d.decide(o, stance{asMember: true, adopt: AdoptPlain}, nil)
+	is.Equal(kinds(delegated), []kind{limitDiffers, openToOthers, closedToProvider})
+	is.Equal(d.decide(asMade(d), stance{adopt: AdoptPlain}, nil).changes, nil) // as made: nothing
+	refused := d.decide(observed{database: true, owner: "bob"}, stance{}, nil)
+	is.Equal(refused.changes, nil) // a refusal changes nothing
+}

@@ -122,8 +122,9 @@ WHERE e.name = ANY($1)`, w.extensions)
 // whether it created or updated an extension or set the search path, and what the consumer
 // lacks (Holding.Lacks). One installed at another version than wanted is updated only where its
 // key is among updates (the loop stages them), and where the update fails, the error is a
-// *ports.UpdateFailed, after the rest was done.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string) (changed bool, lacks []string, err error) {
+// *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
+// role's search path there already the provider's.
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
 	want, lacks, err := b.extensionsToCreate(ctx, conn, w)
 	if err != nil || len(want) == 0 {
 		return false, lacks, err
@@ -179,7 +180,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		}
 		failed = err
 	}
-	set, err := ensureSearchPath(ctx, conn, w)
+	set, err := ensureSearchPath(ctx, conn, w, searchPath)
 	if err != nil {
 		return changed || set, lacks, err
 	}
@@ -300,15 +301,10 @@ JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensio
 }
 
 // ensureSearchPath sets the consumer's role's search_path in its database, where it is not
-// already what the provider sets, and answers whether it did.
-func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted) (set bool, err error) {
-	var ok bool
-	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT 'search_path='||$3 = ANY(s.setconfig)
-	FROM pg_catalog.pg_db_role_setting s
-	JOIN pg_catalog.pg_roles r ON r.oid = s.setrole JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
-	WHERE r.rolname = $1 AND d.datname = $2), false)`, w.role, w.database, consumerSearchPath).Scan(&ok)
-	if err != nil || ok {
-		return false, err
+// already what the provider sets (has, as Create observed it), and answers whether it did.
+func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted, has bool) (set bool, err error) {
+	if has {
+		return false, nil
 	}
 	_, err = conn.Exec(ctx, "ALTER ROLE "+ident(w.role)+" IN DATABASE "+ident(w.database)+" SET search_path = "+consumerSearchPath)
 	return true, err

@@ -22,11 +22,10 @@ import (
 // log, even if they fail, and out of pg_stat_statements. w's settings are tried in it too, in a
 // savepoint rolled back (vetSettings). Its password is rewritten only where the stored verifier
 // does not verify against the minted one, and nothing is written where nothing differs. It
-// answers what it found, and what it did: made the role, adopted it, repaired it (wrote
-// something), or nothing; a refusal is the verdict's error, as it is.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (f observed, did ports.Act, err error) {
+// answers what it found, the verdict, and what it did: made the role, adopted it, repaired it
+// (wrote something), or nothing; a refusal is the verdict's error, as it is.
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (f observed, v verdict, did ports.Act, err error) {
 	d := define(w, b.resource)
-	var v verdict
 	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, quietSQL(b.powers().quiets)); err != nil {
@@ -39,6 +38,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 		if err != nil {
 			return settingsError(w.role, w.database, err)
 		}
+		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
 		if v = d.decide(f, b.stance(), vet); v.refusal != nil {
 			return v.refusal
 		}
@@ -50,34 +50,29 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, 
 	})
 	if err != nil {
 		if v.refusal != nil {
-			return f, ports.ActRefuse, err
+			return f, v, ports.ActRefuse, err
 		}
-		return f, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
+		return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
 	}
 	if v.act == ports.ActAdopt {
 		b.say(slog.LevelWarn, w.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
 			"it now has the minted password and is managed like any other", w.role, w.role)
 	}
-	return f, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), nil
+	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), nil
 }
 
 // writeConsumerRole writes, in tx, what the verdict v on the consumer found as f takes: the
 // role made or altered to the definition d, memberships revoked, the provider's own membership
 // and the record; it answers whether it wrote anything.
 func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, w wanted, f observed, v verdict, password string) (bool, error) {
-	changed := false
-	f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
-	var cs []change
-	if f.role {
-		cs = d.roleChanges(f)
-	}
-	if hasKind(cs, memberOf, grantedTo) {
+	changed, cs := false, v.changes
+	if writes(cs, membershipWriter) {
 		changed = true
 		if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
 			return changed, err
 		}
 	}
-	if !f.role || hasKind(cs, loginOff, powersOn, roleExpired, roleValidUntil, limitDiffers, passwordStale) {
+	if !f.role || writes(cs, roleWriter) {
 		var verifier string
 		if !f.verifies {
 			var err error

@@ -185,18 +185,9 @@ func settingRefused(name string, err error) error {
 }
 
 // ensureSettings sets w's settings (vetted first: vetSettings) for its role in its database
-// where they differ, and answers whether it changed one.
-func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted) (changed bool, err error) {
-	if len(w.settings) == 0 {
-		return false, nil
-	}
-	var have []string
-	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s
-	JOIN pg_catalog.pg_roles r ON r.oid = s.setrole JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
-	WHERE r.rolname = $1 AND d.datname = $2), '{}')`, w.role, w.database).Scan(&have)
-	if err != nil {
-		return false, fmt.Errorf("read settings: %w", err)
-	}
+// where they differ from have (the role's settings there, as Create observed them), and
+// answers whether it changed one.
+func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted, have []string) (changed bool, err error) {
 	for _, s := range w.settings {
 		if _, differs := s.change(have); !differs {
 			continue
