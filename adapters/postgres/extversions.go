@@ -8,65 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/novox/postgres-provider/ports"
 )
-
-// extensionsOf reads values.extensions as ports.Provision.Extensions does, each name and pinned
-// version checked as PostgreSQL takes them, in the entries' order: the names wanted, and the
-// versions pinned by name (one not named there is wanted at the server's default version).
-func extensionsOf(values map[string]any) (names []string, pins map[string]string, err error) {
-	exts, err := ports.Provision{Values: values}.Extensions()
-	for _, e := range exts { // those read before what err is about, and it: their names come first
-		if err := checkExtension(e.Name); err != nil {
-			return nil, nil, err
-		}
-		if e.Pinned {
-			if err := checkVersion(e.Name, e.Version); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if exts == nil {
-		return nil, nil, nil
-	}
-	names = make([]string, 0, len(exts))
-	for _, e := range exts {
-		names = append(names, e.Name)
-		if e.Version != "" {
-			if pins == nil {
-				pins = map[string]string{}
-			}
-			pins[e.Name] = e.Version
-		}
-	}
-	return names, pins, nil
-}
-
-// checkVersion refuses a pinned version that cannot name one of the server's: versions are
-// parts of script file names (vector--0.8.0--0.8.6.sql), so letters, digits, '.', '_' and '-'.
-func checkVersion(name, version string) error {
-	switch {
-	case version == "":
-		return fmt.Errorf("values.extensions: extension %s: version is empty (name it as a plain string for the server's default)", name)
-	case len(version) > maxIdentifier:
-		return fmt.Errorf("values.extensions: extension %s: version of %d bytes, at most %d", name, len(version), maxIdentifier)
-	case strings.Contains(version, "--"):
-		return fmt.Errorf("values.extensions: extension %s: version %q holds --, which no version can", name, version)
-	}
-	for _, r := range version {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("values.extensions: extension %s: version %q: only letters, digits, ., _ and - are allowed, not %q", name, version, r)
-		}
-	}
-	return nil
-}
 
 // want is the version w wants of the extension name, given the server's default version.
 func (w wanted) want(name, serverDefault string) string {

@@ -1,9 +1,11 @@
-// Names: what one consumer asks for (wanted), every name validated before a statement holds it.
+// Names: what one consumer asks for (wanted), read from its entry, every name, pinned version
+// and setting validated before a statement holds it.
 
 package postgres
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -109,4 +111,115 @@ func checkIdentifier(what, name string) error {
 		}
 	}
 	return nil
+}
+
+// extensionsOf reads values.extensions as ports.Provision.Extensions does, each name and pinned
+// version checked as PostgreSQL takes them, in the entries' order: the names wanted, and the
+// versions pinned by name (one not named there is wanted at the server's default version).
+func extensionsOf(values map[string]any) (names []string, pins map[string]string, err error) {
+	exts, err := ports.Provision{Values: values}.Extensions()
+	for _, e := range exts { // those read before what err is about, and it: their names come first
+		if err := checkExtension(e.Name); err != nil {
+			return nil, nil, err
+		}
+		if e.Pinned {
+			if err := checkVersion(e.Name, e.Version); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if exts == nil {
+		return nil, nil, nil
+	}
+	names = make([]string, 0, len(exts))
+	for _, e := range exts {
+		names = append(names, e.Name)
+		if e.Version != "" {
+			if pins == nil {
+				pins = map[string]string{}
+			}
+			pins[e.Name] = e.Version
+		}
+	}
+	return names, pins, nil
+}
+
+// checkVersion refuses a pinned version that cannot name one of the server's: versions are
+// parts of script file names (vector--0.8.0--0.8.6.sql), so letters, digits, '.', '_' and '-'.
+func checkVersion(name, version string) error {
+	switch {
+	case version == "":
+		return fmt.Errorf("values.extensions: extension %s: version is empty (name it as a plain string for the server's default)", name)
+	case len(version) > maxIdentifier:
+		return fmt.Errorf("values.extensions: extension %s: version of %d bytes, at most %d", name, len(version), maxIdentifier)
+	case strings.Contains(version, "--"):
+		return fmt.Errorf("values.extensions: extension %s: version %q holds --, which no version can", name, version)
+	}
+	for _, r := range version {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("values.extensions: extension %s: version %q: only letters, digits, ., _ and - are allowed, not %q", name, version, r)
+		}
+	}
+	return nil
+}
+
+// settingName is what a setting's name must look like: PostgreSQL's own parameters, lower case.
+// It keeps out every custom (dotted) parameter and anything that would need quoting.
+var settingName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+// CheckAllowSetting refuses a name --allow-settings may never hold: one that is not a
+// parameter's name, one the provider sets itself (search_path), or one that loads code, reaches
+// the server's log or files, or changes who a session is (session_preload_libraries, log_*,
+// role, ...). The server is asked the rest when a consumer names it (ensureSettings).
+func CheckAllowSetting(name string) error {
+	if !settingName.MatchString(name) {
+		return fmt.Errorf("setting %q: not a parameter's name (lower-case letters, digits and _)", name)
+	}
+	for _, never := range []string{"search_path", "role", "session_authorization", "session_replication_role",
+		"session_preload_libraries", "local_preload_libraries", "shared_preload_libraries", "dynamic_library_path",
+		"jit_provider", "zero_damaged_pages", "allow_system_table_mods", "lc_messages", "default_tablespace",
+		"temp_tablespaces"} {
+		if name == never {
+			return fmt.Errorf("setting %s: never set for a consumer (it is the provider's, or only a superuser may set it)", name)
+		}
+	}
+	for _, prefix := range []string{"log_", "debug_", "trace_", "ignore_", "wal_"} {
+		if strings.HasPrefix(name, prefix) {
+			return fmt.Errorf("setting %s: never set for a consumer (%s* settings are a superuser's)", name, prefix)
+		}
+	}
+	return nil
+}
+
+// setting is one of a consumer's settings: its value as the server stores it ("30s"), or none
+// where derived.settings names it null, which resets it.
+type setting struct {
+	name  string
+	value *string
+}
+
+// settingsOf reads derived.settings as ports.Provision.Settings does, each name checked against
+// what is never set and the allow-list. Its errors say which name and why.
+func (b *Backend) settingsOf(p ports.Provision) ([]setting, error) {
+	read, err := p.Settings()
+	out := make([]setting, 0, len(read))
+	for _, s := range read { // those read before what err is about, and it: their names come first
+		if err := CheckAllowSetting(s.Name); err != nil {
+			return nil, fmt.Errorf("derived.settings: %w", err)
+		}
+		if !slices.Contains(b.allowedSettings, s.Name) {
+			return nil, fmt.Errorf("derived.settings: setting %s is not allowed on this server (--allow-settings)", s.Name)
+		}
+		out = append(out, setting{name: s.Name, value: s.Value})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if read == nil {
+		return nil, nil
+	}
+	return out, nil
 }

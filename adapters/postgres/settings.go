@@ -6,14 +6,11 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/novox/postgres-provider/ports"
 )
 
 // DefaultAllowSettings is Config.AllowSettings' default: per-session limits, which bound what a
@@ -28,64 +25,6 @@ var DefaultAllowSettings = []string{
 // superuserLimits are the settings only a superuser may set that are allowed all the same: they
 // only bound what a consumer may use.
 var superuserLimits = []string{"temp_file_limit"}
-
-// settingName is what a setting's name must look like: PostgreSQL's own parameters, lower case.
-// It keeps out every custom (dotted) parameter and anything that would need quoting.
-var settingName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
-
-// CheckAllowSetting refuses a name --allow-settings may never hold: one that is not a
-// parameter's name, one the provider sets itself (search_path), or one that loads code, reaches
-// the server's log or files, or changes who a session is (session_preload_libraries, log_*,
-// role, ...). The server is asked the rest when a consumer names it (ensureSettings).
-func CheckAllowSetting(name string) error {
-	if !settingName.MatchString(name) {
-		return fmt.Errorf("setting %q: not a parameter's name (lower-case letters, digits and _)", name)
-	}
-	for _, never := range []string{"search_path", "role", "session_authorization", "session_replication_role",
-		"session_preload_libraries", "local_preload_libraries", "shared_preload_libraries", "dynamic_library_path",
-		"jit_provider", "zero_damaged_pages", "allow_system_table_mods", "lc_messages", "default_tablespace",
-		"temp_tablespaces"} {
-		if name == never {
-			return fmt.Errorf("setting %s: never set for a consumer (it is the provider's, or only a superuser may set it)", name)
-		}
-	}
-	for _, prefix := range []string{"log_", "debug_", "trace_", "ignore_", "wal_"} {
-		if strings.HasPrefix(name, prefix) {
-			return fmt.Errorf("setting %s: never set for a consumer (%s* settings are a superuser's)", name, prefix)
-		}
-	}
-	return nil
-}
-
-// setting is one of a consumer's settings: its value as the server stores it ("30s"), or none
-// where derived.settings names it null, which resets it.
-type setting struct {
-	name  string
-	value *string
-}
-
-// settingsOf reads derived.settings as ports.Provision.Settings does, each name checked against
-// what is never set and the allow-list. Its errors say which name and why.
-func (b *Backend) settingsOf(p ports.Provision) ([]setting, error) {
-	read, err := p.Settings()
-	out := make([]setting, 0, len(read))
-	for _, s := range read { // those read before what err is about, and it: their names come first
-		if err := CheckAllowSetting(s.Name); err != nil {
-			return nil, fmt.Errorf("derived.settings: %w", err)
-		}
-		if !slices.Contains(b.allowedSettings, s.Name) {
-			return nil, fmt.Errorf("derived.settings: setting %s is not allowed on this server (--allow-settings)", s.Name)
-		}
-		out = append(out, setting{name: s.Name, value: s.Value})
-	}
-	if err != nil {
-		return nil, err
-	}
-	if read == nil {
-		return nil, nil
-	}
-	return out, nil
-}
 
 // settingLiteral quotes a setting's value as a string constant whatever
 // standard_conforming_strings says: an escape string, backslashes and quotes doubled.
