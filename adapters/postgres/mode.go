@@ -30,10 +30,11 @@ const (
 	ModeDelegated Mode = "delegated"
 )
 
-// serverRole is what the server says of the provider's role and of itself.
+// serverRole is what the server says of the provider's role, and the powers that gives it on
+// that server's version, worked out once as it is learned.
 type serverRole struct {
-	mode    Mode
-	version int // server_version_num, e.g. 160004
+	mode   Mode
+	powers powers
 }
 
 // Mode is the mode the server was last found in; "" before it was asked.
@@ -81,17 +82,28 @@ type powers struct {
 	schemaOwner string
 }
 
+// superuserPowers are a superuser's powers, which the provider assumes before the server was
+// asked.
+var superuserPowers = powers{readsVerifiers: true, quiets: true, takesSuperAttributes: true, revokesAny: true,
+	seesPrepared: true, schemaOwner: "a superuser"}
+
+// powersOf are the powers of the provider's role self in mode on a server of version.
+func powersOf(mode Mode, version int, self string) powers {
+	if mode != ModeDelegated {
+		return superuserPowers
+	}
+	from16 := version >= 160000
+	return powers{asMember: true, setOnly: from16, adoptsAdministered: from16, refusable: true,
+		schemaOwner: "the provider's role " + self}
+}
+
 // powers is what the provider may do in the mode the server was last found in (a superuser's
 // before it was asked).
 func (b *Backend) powers() powers {
-	s := b.role.Load()
-	if s == nil || s.mode != ModeDelegated {
-		return powers{readsVerifiers: true, quiets: true, takesSuperAttributes: true, revokesAny: true,
-			seesPrepared: true, schemaOwner: "a superuser"}
+	if s := b.role.Load(); s != nil {
+		return s.powers
 	}
-	from16 := s.version >= 160000
-	return powers{asMember: true, setOnly: from16, adoptsAdministered: from16, refusable: true,
-		schemaOwner: "the provider's role " + b.self}
+	return superuserPowers
 }
 
 // ChecksByLogin is whether HoldsAll checks passwords by logging in: where the provider may not
@@ -147,7 +159,7 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 	}
 	// Superuser mode is the provider's first and usual one: named once it is left or entered
 	// again, delegated mode always.
-	if old := b.role.Swap(&serverRole{mode: mode, version: version}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
+	if old := b.role.Swap(&serverRole{mode: mode, powers: powersOf(mode, version, b.self)}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
 		b.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.server, mode)
 	}
 	return nil
