@@ -33,7 +33,8 @@ type Config struct {
 	// domain.DefaultHoldsTimeout); positive. It also bounds the readiness ping (at most 5 s).
 	HoldsTimeout time.Duration
 	// LoginCheckEvery is how often at least each consumer's password is checked by logging in
-	// as it, where the backend checks by logging in (ports.LoginChecker; --login-check-every, domain.DefaultLoginCheckEvery); positive.
+	// as it, where the backend checks so (ports.LoginChecker; --login-check-every,
+	// domain.DefaultLoginCheckEvery); positive.
 	LoginCheckEvery time.Duration
 	// LoginRate is the most of those logins a second (--login-rate, domain.DefaultLoginRate);
 	// at least 1.
@@ -119,10 +120,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--extension-soak %s: want zero or a positive duration", c.Soak)
 	case c.Parallel < 1:
 		return fmt.Errorf("--parallel %d: want at least 1", c.Parallel)
-	case c.MaxConns < fewest && why != "":
-		return fmt.Errorf("--max-connections %d: want at least %d (%s)", c.MaxConns, fewest, why)
 	case c.MaxConns < fewest:
-		return fmt.Errorf("--max-connections %d: want at least %d", c.MaxConns, fewest)
+		return fmt.Errorf("--max-connections %d: want at least %d%s", c.MaxConns, fewest, why)
 	case c.DropAfter < 0:
 		return fmt.Errorf("--drop-after %s: want zero or a positive duration", c.DropAfter)
 	case c.Settle < time.Second:
@@ -139,11 +138,13 @@ func (c Config) validate() error {
 	return nil
 }
 
-// fewestConnections is the fewest connections kind works with, and why (ports.Described); one,
-// which needs no reason, for a kind that does not say.
+// fewestConnections is the fewest connections kind works with (ports.Described), and why, as
+// the words that follow the number (" (why)"); one, which needs no reason, for a kind that does
+// not say.
 func fewestConnections(kind ports.Kind) (int, string) {
 	if d, ok := kind.(ports.Described); ok {
-		return d.FewestConnections()
+		n, why := d.FewestConnections()
+		return n, " (" + why + ")"
 	}
 	return 1, ""
 }

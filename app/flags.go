@@ -212,7 +212,7 @@ func kindsFlagOrder(kind ports.Kind) []string {
 	}
 	var names []string
 	own := flag.NewFlagSet("kind", flag.ContinueOnError)
-	newKind().Flags(own) // a kind of its own: the one --help describes keeps its defaults
+	kind.Flags(own) // sets its fields to their defaults again: --help reads nothing else of it
 	own.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	return names
 }
