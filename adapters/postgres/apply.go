@@ -29,24 +29,24 @@ func roleDDL(exists, takesSuper bool, role string, limit int, secret string) str
 		" VALID UNTIL 'infinity' CONNECTION LIMIT " + strconv.Itoa(limit) + secret
 }
 
-// writeRole makes the role, or makes it again, as the definition says, with w's connection
+// writeRole makes the role, or makes it again, as the definition d says, with its connection
 // limit and, where verifier is not empty, that password. A superuser sends the verifier in
 // the statement, on a transaction quietSQL kept out of every log. A provider that is not one
 // cannot quiet the server: it sends the verifier as a parameter of a function of its session's
 // own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
 // pg_stat_activity names no verifier, and an error inside it is raised again without the
 // statement it came from.
-func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, w wanted, verifier string) error {
+func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, d definition, verifier string) error {
 	p := b.powers()
 	if p.quiets {
 		secret := ""
 		if verifier != "" {
 			secret = " PASSWORD " + literal(verifier)
 		}
-		_, err := tx.Exec(ctx, roleDDL(exists, p.takesSuperAttributes, w.role, w.limit, secret))
+		_, err := tx.Exec(ctx, roleDDL(exists, p.takesSuperAttributes, d.role, d.limit, secret))
 		return err
 	}
-	if _, err := tx.Exec(ctx, roleDDL(exists, p.takesSuperAttributes, w.role, w.limit, "")); err != nil {
+	if _, err := tx.Exec(ctx, roleDDL(exists, p.takesSuperAttributes, d.role, d.limit, "")); err != nil {
 		return err
 	}
 	if verifier == "" {
@@ -62,7 +62,7 @@ END
 $$`); err != nil {
 		return fmt.Errorf("make the function that sets a password: %w", err)
 	}
-	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", w.role, verifier)
+	_, err := tx.Exec(ctx, "SELECT pg_temp.novox_password($1, $2)", d.role, verifier)
 	return err
 }
 

@@ -21,14 +21,15 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	if err != nil {
 		return ports.ActRefuse, err
 	}
+	d := define(w, b.resource)
 	var did ports.Act
 	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
-		f, v, act, err := b.ensureRole(ctx, conn, w, p.Password)
+		f, v, act, err := b.ensureRole(ctx, conn, d, p.Password)
 		if did = act; err != nil {
 			return err
 		}
-		f, made, err := b.ensureDatabase(ctx, conn, define(w, b.resource), f, v.changes)
+		f, made, err := b.ensureDatabase(ctx, conn, d, f, v.changes)
 		if err != nil {
 			return atDatabase(w.database, err)
 		}

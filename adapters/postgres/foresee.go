@@ -45,10 +45,8 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		return out
 	}
 	var check []int // the roles that exist and Create may take: what a check says decides
-	fresh, adopting := map[int]bool{}, map[int]bool{}
-	for k, i := range valid {
-		w, l := wants[i], looks[k]
-		fresh[i], adopting[i] = l.fresh, l.act == ports.ActAdopt
+	for _, i := range valid {
+		w, l := wants[i], looks[i]
 		switch {
 		case l.err != nil:
 			out[i].Err = fmt.Errorf("look at %s: %w", w.role, l.err)
@@ -74,7 +72,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		switch {
 		case a.Err != nil:
 			out[i].Err = a.Err
-		case adopting[i]:
+		case looks[i].act == ports.ActAdopt:
 			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: define(wants[i], b.resource).adoptionWords(a.changes)}
 		case len(a.changes) == 0:
 			out[i] = ports.Foresight{Act: ports.ActNone}
@@ -85,17 +83,17 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 			out[i].Updates, out[i].Kept, out[i].Lacks = a.Updates, a.Kept, a.Lacks
 		}
 	}
-	b.refuseClashes(ps, out, fresh)
+	b.refuseClashes(ps, out, looks)
 	return out
 }
 
-// refuseClashes refuses, of the consumers whose role Create would make (fresh), one asking for
-// the database of an earlier one, whatever else it would say, as the loop refuses it before any
-// call (Clashes).
-func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight, fresh map[int]bool) {
+// refuseClashes refuses, of the consumers whose role Create would make (looks' fresh), one
+// asking for the database of an earlier one, whatever else it would say, as the loop refuses
+// it before any call (Clashes).
+func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight, looks []look) {
 	var making []int
 	for i, f := range out {
-		if f.Err == nil && fresh[i] {
+		if f.Err == nil && looks[i].fresh {
 			making = append(making, i)
 		}
 	}
@@ -122,7 +120,7 @@ type look struct {
 
 // lookAt observes, for each consumer of wants that index names, what Create observes first,
 // tries its settings and reaches Create's verdict (decide), in one read-only transaction that
-// is rolled back.
+// is rolled back. Its looks are in the order of wants; those index does not name are empty.
 func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
@@ -135,22 +133,26 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	s := b.stance()
-	looks := make([]look, len(index))
-	for k, i := range index {
-		w, l := wants[i], &looks[k]
+	looks := make([]look, len(wants))
+	for _, i := range index {
+		w, l := wants[i], &looks[i]
 		d := define(w, b.resource)
 		cctx, cancel := context.WithTimeout(ctx, each)
 		l.observed, err = b.observe(cctx, tx, w.role, w.database, reading{verifier: true, holdings: true, claim: true})
 		var vet error
 		if err == nil {
-			vet, l.err = vetWithin(cctx, tx, w)
+			vet, l.err = vetWithin(cctx, tx, w.settings)
 		}
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 		l.verdict = d.decide(l.observed, s, vet)
-		l.fresh = !l.role && (l.act == ports.ActCreate || vet != nil && d.anothers(l.observed) == nil)
+		butSettings := l.verdict // what it would be but for its settings: a clash comes first
+		if vet != nil {
+			butSettings = d.decide(l.observed, s, nil)
+		}
+		l.fresh = butSettings.act == ports.ActCreate
 	}
 	return looks, nil
 }

@@ -14,61 +14,56 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// ensureRole observes the consumer w (its role and its database, as the verdict reads them),
+// ensureRole observes the consumer d (its role and its database, as the verdict reads them),
 // decides what Create may do with it (decide), and where it may, creates the role or brings it
 // back to the definition (standing.go) under the minted password, its memberships either way
 // revoked, and records it as managed and active, in one transaction: a crash never leaves a
 // role of the provider's unrecorded. The transaction keeps its statements out of the server's
-// log, even if they fail, and out of pg_stat_statements. w's settings are tried in it too, in a
-// savepoint rolled back (vetSettings). Its password is rewritten only where the stored verifier
+// log, even if they fail, and out of pg_stat_statements. d's settings are tried in it too, in a
+// savepoint rolled back (vetWithin). Its password is rewritten only where the stored verifier
 // does not verify against the minted one, and nothing is written where nothing differs. It
 // answers what it found, the verdict, and what it did: made the role, adopted it, repaired it
 // (wrote something), or nothing; a refusal is the verdict's error, as it is.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, w wanted, password string) (f observed, v verdict, did ports.Act, err error) {
-	d := define(w, b.resource)
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, password string) (f observed, v verdict, did ports.Act, err error) {
 	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, quietSQL(b.powers().quiets)); err != nil {
-			return atRole(w.role, err)
+			return atRole(d.role, err)
 		}
-		if f, err = b.observe(ctx, tx, w.role, w.database, reading{verifier: true, holdings: true, claim: true}); err != nil {
-			return atDatabase(w.database, err)
+		if f, err = b.observe(ctx, tx, d.role, d.database, reading{verifier: true, holdings: true, claim: true}); err != nil {
+			return atDatabase(d.database, err)
 		}
-		vet, err := vetWithin(ctx, tx, w)
+		vet, err := vetWithin(ctx, tx, d.settings)
 		if err != nil {
-			return settingsError(w.role, w.database, err)
+			return settingsError(d.role, d.database, err)
 		}
-		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, w.role)
+		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, d.role)
 		if v = d.decide(f, b.stance(), vet); v.refusal != nil {
 			return v.refusal
 		}
-		changed, err = b.writeConsumerRole(ctx, tx, d, w, f, v, password)
-		if err != nil {
-			return atRole(w.role, err)
+		if changed, err = b.writeConsumerRole(ctx, tx, d, f, v, password); err != nil {
+			return atRole(d.role, err)
 		}
 		return nil
 	})
-	if err != nil {
-		if v.refusal != nil {
-			return f, v, ports.ActRefuse, err
-		}
-		return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
+	if v.refusal != nil {
+		return f, v, ports.ActRefuse, err
 	}
-	if v.act == ports.ActAdopt {
-		b.say(slog.LevelWarn, w.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
-			"it now has the minted password and is managed like any other", w.role, w.role)
+	if err == nil && v.act == ports.ActAdopt {
+		b.say(slog.LevelWarn, d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+			"it now has the minted password and is managed like any other", d.role, d.role)
 	}
-	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), nil
+	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
 }
 
 // writeConsumerRole writes, in tx, what the verdict v on the consumer found as f takes: the
 // role made or altered to the definition d, memberships revoked, the provider's own membership
 // and the record; it answers whether it wrote anything.
-func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, w wanted, f observed, v verdict, password string) (bool, error) {
+func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, f observed, v verdict, password string) (bool, error) {
 	changed, cs := false, v.changes
 	if writes(cs, membershipWriter) {
 		changed = true
-		if err := b.revokeMemberships(ctx, tx, w.role); err != nil {
+		if err := b.revokeMemberships(ctx, tx, d.role); err != nil {
 			return changed, err
 		}
 	}
@@ -81,15 +76,15 @@ func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition
 			}
 		}
 		changed = true
-		if err := b.writeRole(ctx, tx, f.role, w, verifier); err != nil {
+		if err := b.writeRole(ctx, tx, f.role, d, verifier); err != nil {
 			return changed, err
 		}
 	}
-	if err := b.ownMembership(ctx, tx, w.role); err != nil {
+	if err := b.ownMembership(ctx, tx, d.role); err != nil {
 		return changed, err
 	}
 	if want := d.record(v.had, f.owns); v.act == ports.ActAdopt || !sameRecord(v.had, want) {
-		return true, setRecord(ctx, tx, w.role, want)
+		return true, setRecord(ctx, tx, d.role, want)
 	}
 	return changed, nil
 }

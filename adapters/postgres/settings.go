@@ -32,35 +32,30 @@ func settingLiteral(s string) string {
 	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
 }
 
-// vetSettings is what Create and Foresee ask of w's settings before anything is written: that
+// vetSettings is what Create and Foresee ask of a consumer's settings before anything is written: that
 // each is a parameter the server knows and one a consumer could set (context user), or a bound
 // only a superuser may lift (superuserLimits), and that the server takes each value, tried as
 // a session would take it (set_config, local to a transaction or savepoint rolled back). A value
 // the server rejects is refused before the role is made, with the server's words, so that a
 // plan foresees it and a pass does not ask again on every try.
-func vetSettings(ctx context.Context, conn interface {
-	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, w wanted) error {
-	if len(w.settings) == 0 {
-		return nil
-	}
+func vetSettings(ctx context.Context, sp pgx.Tx, settings []setting) error {
 	// One round trip: the settings' contexts, then each value tried with set_config local to
-	// the batch's own transaction, which ends with it (a batch is one implicit transaction): no
-	// value outlives the question. A context refused is said before a value the server rejects.
-	names := make([]string, len(w.settings))
-	for i, s := range w.settings {
+	// the savepoint sp, which its caller rolls back: no value outlives the question. A context
+	// refused is said before a value the server rejects.
+	names := make([]string, len(settings))
+	for i, s := range settings {
 		names[i] = s.name
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name = ANY($1)`, names)
 	var tried []string
-	for _, s := range w.settings {
+	for _, s := range settings {
 		if s.value != nil { // a reset takes nothing
 			batch.Queue(`SELECT pg_catalog.set_config($1, $2, true)`, s.name, *s.value)
 			tried = append(tried, s.name)
 		}
 	}
-	results := conn.SendBatch(ctx, batch)
+	results := sp.SendBatch(ctx, batch)
 	defer results.Close()
 	contexts := map[string]string{}
 	var name, where string
@@ -71,7 +66,7 @@ func vetSettings(ctx context.Context, conn interface {
 	if err != nil {
 		return fmt.Errorf("read settings: %w", err)
 	}
-	for _, s := range w.settings {
+	for _, s := range settings {
 		switch c, known := contexts[s.name]; {
 		case !known:
 			return invalid(fmt.Errorf("setting %s: not a parameter this server knows", s.name))
@@ -90,17 +85,17 @@ func vetSettings(ctx context.Context, conn interface {
 
 // vetWithin is vetSettings asked in tx, in a savepoint rolled back whatever it answers (so
 // that no value tried outlives it, and a value refused does not end tx), as Create and Foresee
-// ask it before they decide: a refusal of w's settings is answered as refusal, trouble asking
+// ask it before they decide: a refusal of the settings is answered as refusal, trouble asking
 // the server as err.
-func vetWithin(ctx context.Context, tx pgx.Tx, w wanted) (refusal, err error) {
-	if len(w.settings) == 0 {
+func vetWithin(ctx context.Context, tx pgx.Tx, settings []setting) (refusal, err error) {
+	if len(settings) == 0 {
 		return nil, nil
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	vet := vetSettings(ctx, sp, w)
+	vet := vetSettings(ctx, sp, settings)
 	if err := sp.Rollback(ctx); err != nil && vet == nil {
 		return nil, err
 	}
