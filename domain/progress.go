@@ -114,7 +114,7 @@ func returnedState(it *item) State {
 		return StateIncomplete
 	case it.err == nil:
 		return StateApplied
-	case isRefusal(it.err):
+	case ports.IsRefusal(it.err):
 		return StateRefused
 	}
 	return StateFailing

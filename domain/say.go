@@ -119,7 +119,7 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 		if byCause == nil {
 			byCause = map[string]*sharedCause{}
 		}
-		key, refused := causeOf(it.checked.Err), isRefusal(it.checked.Err)
+		key, refused := causeOf(it.checked.Err), ports.IsRefusal(it.checked.Err)
 		if refused {
 			key = refusedCause(it.checked.Err)
 		}

@@ -26,7 +26,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 			if it.notAsked {
 				r.Unchecked++
 			}
-		case it.checked.Err != nil && isRefusal(it.checked.Err):
+		case it.checked.Err != nil && ports.IsRefusal(it.checked.Err):
 			// Its entry asks for what the backend will not make (a setting taken off the allowed
 			// list since it was made): a refusal, not trouble with the server. What was made for
 			// it is left as it is; its next check asks again.
@@ -120,7 +120,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	}
 	if it.err != nil {
 		r.Failures++
-		refused := isRefusal(it.err)
+		refused := ports.IsRefusal(it.err)
 		if refused {
 			h.backOff(it)
 		}
@@ -199,7 +199,7 @@ func (h *Harness) createFailed(c *consumer, err error) string {
 	if !tally(&c.failing, text) {
 		return text
 	}
-	if c.refusal == nil || !isRefusal(err) {
+	if c.refusal == nil || !ports.IsRefusal(err) {
 		h.say(slog.LevelWarn, c.as, "%s: create failed%s: %s", c.as, h.retrying(", will retry"), text)
 		return text
 	}
@@ -207,12 +207,6 @@ func (h *Harness) createFailed(c *consumer, err error) string {
 	h.say(slog.LevelWarn, c.as, "%s: refused: %s%s", c.as, text,
 		h.retrying(fmt.Sprintf("; tried again in %s, or at once when its entry changes or on SIGHUP", wait)))
 	return text
-}
-
-// isRefusal is whether err is the backend's refusal (ports.ErrRefused) or what the consumer's
-// entry asks for that cannot be made (ports.ErrInvalid), rather than trouble with the backend.
-func isRefusal(err error) bool {
-	return errors.Is(err, ports.ErrRefused) || errors.Is(err, ports.ErrInvalid)
 }
 
 // backOff spaces out the creates of a consumer that was refused, or asks for what cannot be

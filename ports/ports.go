@@ -316,6 +316,13 @@ var (
 	ErrTransient = errors.New("transient")
 )
 
+// IsRefusal is whether err is a refusal (ErrRefused) or what the consumer's entry asks for that
+// cannot be made (ErrInvalid), rather than trouble asking the backend: asking again changes
+// nothing until the backend or the entry does.
+func IsRefusal(err error) bool {
+	return errors.Is(err, ErrRefused) || errors.Is(err, ErrInvalid)
+}
+
 // ErrInRecovery is a backend, or a Lease, that reached only a server in recovery (a standby,
 // read only) where it must write: nothing can be created, checked or withdrawn until it is
 // promoted or the connection names a primary. It comes with ErrTransient (a promotion ends

@@ -166,9 +166,3 @@ func atDatabase(db string, err error) error { return fmt.Errorf("create database
 func settingsError(role, db string, err error) error {
 	return fmt.Errorf("settings of %s in %s: %w", role, db, err)
 }
-
-// isRefusal is whether err is a verdict's kind of error (the entry's, or the provider's
-// refusal) rather than trouble asking the server.
-func isRefusal(err error) bool {
-	return errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrRefused)
-}

@@ -88,7 +88,7 @@ func TestTheVerdictOnEachObservationInEachMode(t *testing.T) {
 			}
 			is.True(v.refusal != nil)
 			is.Equal(v.refusal.Error(), tc.says)
-			is.True(isRefusal(v.refusal) || strings.Contains(tc.says, "carries the provider's record of")) // a refusal, not server trouble
+			is.True(ports.IsRefusal(v.refusal) || strings.Contains(tc.says, "carries the provider's record of")) // a refusal, not server trouble
 		})
 	}
 }

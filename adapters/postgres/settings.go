@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 // DefaultAllowSettings is Config.AllowSettings' default: per-session limits, which bound what a
@@ -99,7 +101,7 @@ func vetWithin(ctx context.Context, tx pgx.Tx, settings []setting) (refusal, err
 	if err := sp.Rollback(ctx); err != nil && vet == nil {
 		return nil, err
 	}
-	if vet != nil && !isRefusal(vet) {
+	if vet != nil && !ports.IsRefusal(vet) {
 		return nil, vet
 	}
 	return vet, nil
