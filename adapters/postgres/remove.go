@@ -203,26 +203,41 @@ func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
 }
 
 // dropDatabase drops db, owned by role, ending the sessions in it. A provider that is not a
-// superuser drops it as its owner (DROP DATABASE takes no transaction, so the role is set on
-// the session and reset after; a session that cannot be reset is closed, never pooled as the
-// consumer).
+// superuser drops it as its owner (dropAsOwner).
 func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
-	if b.powers().asMember {
-		// The owner may end only its own sessions there: the provider's own (a check's, an
-		// extension's, closing) are ended and waited for first.
-		if err := b.endOwnSessions(ctx, conn, db); err != nil {
-			return err
-		}
-		if _, err := conn.Exec(ctx, "SET ROLE "+ident(role)); err != nil {
-			return fmt.Errorf("act as the owner %s: %w", role, err)
-		}
-		defer func() {
-			if _, err := conn.Exec(context.WithoutCancel(ctx), "RESET ROLE"); err != nil {
-				_ = conn.Conn().Close(context.WithoutCancel(ctx))
-			}
-		}()
+	if !b.powers().asMember {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)")
+		return err
 	}
-	_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)")
+	err := b.dropAsOwner(ctx, conn, db, role, " WITH (FORCE)")
+	if pgCode(err) == insufficientPrivilege {
+		// FORCE ends every other session in it first, and the owner may not end one that is
+		// not its own, such as an autovacuum worker that has just started on the new database
+		// (a superuser's process to anyone else). Without FORCE the server signals autovacuum
+		// and waits for it; the consumer's own sessions were ended at its withdrawal.
+		err = b.dropAsOwner(ctx, conn, db, role, "")
+	}
+	return err
+}
+
+// dropAsOwner drops db as its owner role, with the DROP DATABASE option with (" WITH (FORCE)"
+// or ""): the provider's own sessions there (a check's, an extension's, closing) are ended and
+// waited for first, since the owner may end only its own. DROP DATABASE takes no transaction,
+// so the role is set on the session and reset after; a session that cannot be reset is closed,
+// never pooled as the consumer.
+func (b *Backend) dropAsOwner(ctx context.Context, conn *pgxpool.Conn, db, role, with string) error {
+	if err := b.endOwnSessions(ctx, conn, db); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "SET ROLE "+ident(role)); err != nil {
+		return fmt.Errorf("act as the owner %s: %w", role, err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "RESET ROLE"); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+with)
 	return err
 }
 
