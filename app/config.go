@@ -39,6 +39,13 @@ type Config struct {
 	// LoginRate is the most of those logins a second (--login-rate, domain.DefaultLoginRate);
 	// at least 1.
 	LoginRate int
+	// InsideCheckEvery is how often at least what each consumer was given is looked inside
+	// (--inside-check-every, domain.DefaultInsideCheckEvery); positive; no longer than
+	// VerifyEvery looks inside at every check.
+	InsideCheckEvery time.Duration
+	// InsideRate is the most of those looks a second (--inside-rate, domain.DefaultInsideRate);
+	// at least 1.
+	InsideRate int
 	// OnWithdraw is what becomes of a consumer the file no longer lists (--on-withdraw):
 	// domain.Retain (the default) or domain.Drop.
 	OnWithdraw domain.Policy
@@ -112,6 +119,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--login-check-every %s: want a positive duration", c.LoginCheckEvery)
 	case c.LoginRate < 1:
 		return fmt.Errorf("--login-rate %d: want at least 1 login a second", c.LoginRate)
+	case c.InsideCheckEvery <= 0:
+		return fmt.Errorf("--inside-check-every %s: want a positive duration", c.InsideCheckEvery)
+	case c.InsideRate < 1:
+		return fmt.Errorf("--inside-rate %d: want at least 1 look a second", c.InsideRate)
 	case backend != nil:
 		return backend
 	case c.Canaries < 1:

@@ -35,6 +35,10 @@ func flags(c *Config) *flag.FlagSet {
 	durationVar(fs, &c.LoginCheckEvery, "login-check-every", domain.DefaultLoginCheckEvery, "delegated mode: how often at least each "+
 		"consumer's password is checked by logging in as it, the logins spread evenly over it; the rest of a check is made every --verify-every")
 	fs.IntVar(&c.LoginRate, "login-rate", domain.DefaultLoginRate, "delegated mode: the most logins a second those checks make")
+	durationVar(fs, &c.InsideCheckEvery, "inside-check-every", domain.DefaultInsideCheckEvery, "how often at least what each "+
+		"consumer was given is looked inside (its extensions, by a connection to each), the looks spread evenly over it; the "+
+		"rest of a check is made every --verify-every; no longer than --verify-every looks inside at every check; SIGHUP looks inside all at once")
+	fs.IntVar(&c.InsideRate, "inside-rate", domain.DefaultInsideRate, "the most looks inside a second those checks make")
 	durationVar(fs, &c.HoldsTimeout, "holds-timeout", domain.DefaultHoldsTimeout, "the longest one check may take; one that times out ends the checks of that pass")
 	fs.Func("on-withdraw", "what becomes of a consumer the file no longer lists: retain (default) takes its login away and keeps its data; "+
 		"drop does the same, then drops its database and role after --drop-after", func(s string) error {
@@ -187,7 +191,8 @@ Flags (each also read from its variable, shown in brackets; a flag beats its var
 // flagOrder is the order --help lists the flags in: what to read, then the backend's own flags
 // (kindsFlags: in the order the kind gives, ports.FlagOrder, else by name), then how often, then
 // what to do, then how to be watched. A flag left out is listed after them.
-var flagOrder = []string{"receives", "resource", kindsFlags, "every", "verify-every", "login-check-every", "login-rate", "holds-timeout",
+var flagOrder = []string{"receives", "resource", kindsFlags, "every", "verify-every", "login-check-every", "login-rate",
+	"inside-check-every", "inside-rate", "holds-timeout",
 	"on-withdraw", "drop-after", "withdraw-settle", "extension-updates", "extension-canaries", "extension-soak",
 	"parallel", "max-connections", "once", "listen", "progress-every", "usage-every",
 	"metrics-per-consumer", "log-format", "log-level", "version", "help"}
@@ -199,6 +204,7 @@ const kindsFlags = "(the backend's)"
 // one is a switch. A backend's flag names its own in its usage, in backquotes.
 var placeholders = map[string]string{
 	"receives": "PATH", "resource": "NAME", "every": "DURATION", "verify-every": "DURATION", "login-check-every": "DURATION", "login-rate": "N",
+	"inside-check-every": "DURATION", "inside-rate": "N",
 	"holds-timeout": "DURATION", "on-withdraw": "retain|drop", "drop-after": "DURATION", "withdraw-settle": "DURATION",
 	"extension-updates": "staged|off", "extension-canaries": "N", "extension-soak": "DURATION", "parallel": "N",
 	"max-connections": "N", "listen": "ADDR", "progress-every": "DURATION", "usage-every": "DURATION", "log-format": "text|json", "log-level": "LEVEL",

@@ -25,6 +25,7 @@ func loopConfig(cfg Config) domain.Config {
 		OnWithdraw: cfg.OnWithdraw, DropAfter: cfg.DropAfter, WithdrawSettle: cfg.Settle, Once: cfg.Once,
 		Parallel: cfg.Parallel, Updates: cfg.ExtUpdates, Canaries: cfg.Canaries, Soak: soak(cfg.Soak),
 		LoginCheckEvery: cfg.LoginCheckEvery, LoginRate: cfg.LoginRate,
+		InsideCheckEvery: cfg.InsideCheckEvery, InsideRate: cfg.InsideRate,
 	}
 }
 

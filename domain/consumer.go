@@ -45,8 +45,9 @@ type consumer struct {
 	unasked     int
 	isUnasked   bool
 	uncheckable *repeat
-	// loginDue is when its next login check is due (logins.go); zero until it is first scheduled.
-	loginDue time.Time
+	// due is when each costly part of its check is next due (budgets.go); zero until first
+	// scheduled.
+	due [parts]time.Time
 	// lacks is what its last create or check said it lacks (ports.Holding.Lacks).
 	lacks []string
 	// waitSaid is the file's change its withdrawal's wait was said for (sayWaiting).

@@ -68,6 +68,8 @@ type fakeBackend struct {
 	// (Provision.Login); logins are the checks granted one, in order, whichever the mode.
 	byLogin bool
 	logins  []login
+	// looks are the checks that looked inside (Provision.SkipInside unset), in order.
+	looks []login
 
 	adoptsNothing bool // refuses every login it did not make, as a backend without adoption
 
@@ -108,6 +110,9 @@ type made struct {
 	withdrawn bool
 	since     time.Time
 	joined    bool // a member of another login, and another a member of it
+	// insideGone is what is inside it changed behind the backend's back (an extension dropped
+	// by hand): found only by a check that looks inside; Create makes it again.
+	insideGone bool
 }
 
 var _ ports.Backend = (*fakeBackend)(nil)
@@ -249,7 +254,7 @@ func (b *fakeBackend) foresee(p ports.Provision) ports.Foresight {
 	case !made:
 		return ports.Foresight{Act: ports.ActCreate, Why: []string{"role " + p.As}}
 	}
-	h := b.holding(p, true)
+	h := b.holding(p, true, true)
 	if !h.Held {
 		return ports.Foresight{Act: ports.ActRepair, Why: h.Drift, Updates: h.Updates, Kept: h.Kept, Lacks: h.Lacks}
 	}
@@ -315,11 +320,15 @@ func (b *fakeBackend) holds(ctx context.Context, p ports.Provision) (ports.Holdi
 	if p.Login {
 		b.logins = append(b.logins, login{as: p.As, at: b.clock()})
 	}
-	return b.holding(p, !b.byLogin || p.Login), nil
+	if !p.SkipInside {
+		b.looks = append(b.looks, login{as: p.As, at: b.clock()})
+	}
+	return b.holding(p, !b.byLogin || p.Login, !p.SkipInside), nil
 }
 
-// holding is what the fake holds of p, b.mu held; its password is compared where password.
-func (b *fakeBackend) holding(p ports.Provision, password bool) ports.Holding {
+// holding is what the fake holds of p, b.mu held; its password is compared where password, and
+// what is inside (a change there, its staged changes) is looked at where inside.
+func (b *fakeBackend) holding(p ports.Provision, password, inside bool) ports.Holding {
 	m, ok := b.store[p.As]
 	// What a backend holds is what the loop hashes; where the consumer runs is not part of it.
 	var drift []string
@@ -338,6 +347,12 @@ func (b *fakeBackend) holding(p ports.Provision, password bool) ports.Holding {
 	}
 	if ok && (!reflect.DeepEqual(m.p.Values, p.Values) || !reflect.DeepEqual(m.p.Derived, p.Derived)) {
 		drift = append(drift, "values")
+	}
+	if !inside {
+		return ports.Holding{Held: len(drift) == 0, Drift: drift, Lacks: b.lacks(p)}
+	}
+	if ok && m.insideGone {
+		drift = append(drift, "inside")
 	}
 	return ports.Holding{Held: len(drift) == 0, Drift: drift, Updates: slices.Clone(b.due[p.As]), Has: slices.Clone(b.has[p.As]),
 		Lacks: b.lacks(p)}

@@ -84,6 +84,13 @@ type Config struct {
 	// LoginRate is the most of those logins granted within any second; zero is
 	// DefaultLoginRate.
 	LoginRate int
+	// InsideCheckEvery is how often at least what is inside each consumer's database (its
+	// extensions) is looked at, on a budget of its own; zero, or no more than VerifyEvery, looks
+	// at every check (Provision.SkipInside never set).
+	InsideCheckEvery time.Duration
+	// InsideRate is the most of those looks granted within any second; zero is
+	// DefaultInsideRate.
+	InsideRate int
 }
 
 // Harness is the reconcile loop's settings and memory. What it remembers of the backend is a
@@ -137,12 +144,12 @@ type Harness struct {
 	// heldUntil is when a withdrawal held for the file to settle is due, if the file stays
 	// as it is; zero when none is held.
 	heldUntil time.Time
-	server    repeat // the backend's problem as a whole, while it lasts
-	mass      bool   // a mass withdrawal is being held, and was said
-	peak      peaks  // the most consumers managed within the last hour
-	peakRead  bool   // peak was rebuilt from the record since the start, or the lease was taken
-	stages    stager // the staged changes' rollouts
-	logins    logins // the login check's budget
+	server    repeat        // the backend's problem as a whole, while it lasts
+	mass      bool          // a mass withdrawal is being held, and was said
+	peak      peaks         // the most consumers managed within the last hour
+	peakRead  bool          // peak was rebuilt from the record since the start, or the lease was taken
+	stages    stager        // the staged changes' rollouts
+	budgets   [parts]budget // the costly parts of a check, each on its budget (budgets.go)
 
 	progress atomic.Pointer[time.Time] // the loop's last step, by its clock, with its monotonic reading
 	doing    progress                  // where the pass under way stands (progress.go)
@@ -181,7 +188,12 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 	if cfg.LoginRate <= 0 {
 		cfg.LoginRate = DefaultLoginRate
 	}
+	if cfg.InsideRate <= 0 {
+		cfg.InsideRate = DefaultInsideRate
+	}
 	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
+	h.budgets[login] = budget{every: cfg.LoginCheckEvery, rate: cfg.LoginRate}
+	h.budgets[inside] = budget{every: max(cfg.InsideCheckEvery, 0), rate: cfg.InsideRate}
 	h.consumers = newStore()
 	h.stages = newStager()
 	h.forgetAll()
@@ -238,7 +250,7 @@ func (h *Harness) Run(ctx context.Context, wake <-chan struct{}, observe func(Re
 // second where login checks due are waiting for the budget's room.
 func (h *Harness) untilNext() time.Duration {
 	wait, now := h.cfg.Every, h.clock.Now()
-	if h.logins.backlog {
+	if h.backlog() {
 		wait = min(wait, time.Second)
 	}
 	for _, due := range []time.Time{h.heldUntil, h.nextDrop} {

@@ -76,16 +76,19 @@ func fingerprint(c *consumer, g contribution, pw string) [sha256.Size]byte {
 
 // pending walks items once for what makes a pass use the backend though it is no verify pass:
 // a check the last pass left unanswered, or a consumer not applied as it now asks (changed);
-// and else whether a login check is due (loginDue). One walk: an idle pass at many consumers
-// makes it every time.
-func (h *Harness) pending(items []*item) (changed, loginDue bool) {
-	byLogin, now := h.byLogin(), h.clock.Now()
+// and else whether a costly part of a check on its budget is due (partDue). One walk: an idle
+// pass at many consumers makes it every time.
+func (h *Harness) pending(items []*item) (changed, partDue bool) {
+	budgeted := [parts]bool{h.budgeted(login), h.budgeted(inside)}
+	now := h.clock.Now()
 	for _, it := range items {
 		c := it.c
 		if c.isUnasked || it.usable() && (!c.applied || c.hash != it.hash) {
 			return true, false
 		}
-		loginDue = loginDue || byLogin && it.loginDue(now)
+		for p := range parts {
+			partDue = partDue || budgeted[p] && it.due(p, now)
+		}
 	}
-	return false, loginDue
+	return false, partDue
 }

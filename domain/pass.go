@@ -29,6 +29,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 				c.refusal.times, c.refusal.nextAt = 0, time.Time{}
 			}
 		}
+		h.lookInsideNow()
 		if h.stages.resumeRollouts() {
 			h.verifiedAt = time.Time{} // checked at once, so that the rollout goes on
 		}
@@ -72,8 +73,8 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	leaving := h.planLeaving()
 	use := !h.recordRead || verifying
 	if !use {
-		changed, loginDue := h.pending(items)
-		use = changed || h.due(leaving) || loginDue
+		changed, partDue := h.pending(items)
+		use = changed || h.due(leaving) || partDue
 	}
 	if use {
 		// The backend is used this pass: first as a whole, which also reads its record.
@@ -86,7 +87,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	h.phase("planning", 0)
 	h.plan(items, verifying)
-	h.grantLogins(items)
+	h.grant(items)
 	h.run(ctx, items)
 	h.phase("settling", 0)
 	h.settle(items, &r)

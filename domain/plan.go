@@ -62,7 +62,8 @@ type item struct {
 	brake     brake         // what the consumer's brake was when the pass began
 	updates   []string      // the staged changes its create may make (stage)
 	timedOut  bool
-	said      string // the failure said for it this pass (scrubbed): its status's last error
+	granted   [parts]bool // the costly parts of a check this pass makes (budgets.go)
+	said      string      // the failure said for it this pass (scrubbed): its status's last error
 
 	// A leaving consumer's: active is whether its login still works.
 	active bool

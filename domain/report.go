@@ -48,6 +48,11 @@ type Status struct {
 	// its password (delegated mode); where the backend checks passwords otherwise, when it last
 	// answered a check; zero if never.
 	LoginCheckedAt time.Time `json:"login_checked_at,omitzero"`
+	// InsideCheckedAt is when the backend last answered a check that looked inside what it made
+	// for the consumer (its database: the extensions there), on the budget of
+	// Config.InsideCheckEvery; zero if never. What is there is taken as it was found then until
+	// the next.
+	InsideCheckedAt time.Time `json:"inside_checked_at,omitzero"`
 	// Drift is what the last check that found it not held said had drifted.
 	Drift []string `json:"drift,omitempty"`
 	// Updates are the staged changes it is due (an extension's newer version), as its last

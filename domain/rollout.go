@@ -106,11 +106,12 @@ func (s *stager) resumeRollouts() (any bool) {
 }
 
 // stage takes in the changes the checks found due and decides which each consumer's create may
-// make now (item.updates). items are in the file's order, which decides the canaries.
+// make now (item.updates); a check that did not look inside (Provision.SkipInside) leaves what
+// was known of the consumer's changes as it was. items are in the file's order, which decides the canaries.
 func (h *Harness) stage(checks []*item) {
 	s := &h.stages
 	for _, it := range checks { // first what is held, so that a change some consumer has is not new
-		if !it.asked || it.checked.Err != nil {
+		if !it.asked || it.checked.Err != nil || it.p.SkipInside { // one that did not look inside says nothing of it
 			continue
 		}
 		for _, r := range s.rollouts {
@@ -124,7 +125,7 @@ func (h *Harness) stage(checks []*item) {
 		}
 	}
 	for _, it := range checks {
-		if !it.asked || it.checked.Err != nil {
+		if !it.asked || it.checked.Err != nil || it.p.SkipInside { // one that did not look inside says nothing of it
 			continue
 		}
 		as := it.c.as

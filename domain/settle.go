@@ -70,7 +70,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	st := h.statusOf(c)
 	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
 	c.lacks = it.checked.Lacks
-	h.loggedIn(it)
+	h.answered(it)
 	it.err = h.settleUpdates(it)
 	if it.checked.Held {
 		st.Drift = nil
@@ -149,7 +149,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 	}
 	h.audit(h.eventOf(it, reapplying))
 	h.consumers.markApplied(c, it.hash, it.g, true)
-	h.loginAtNextVerify(c)
+	h.dueAtNextVerify(c)
 	if reapplying == 0 {
 		r.Created++
 		c.lost = brake{}

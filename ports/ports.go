@@ -44,6 +44,13 @@ type Provision struct {
 	// their own. Where it is false, such a backend takes the password as held and checks all
 	// else; a backend that checks the password otherwise checks it either way. The loop sets it.
 	Login bool
+	// SkipInside is whether HoldsAll takes what is inside what the backend made for the
+	// consumer (its database: the extensions there, their versions, the schema they live in)
+	// as it last found it, and checks only the rest: a look inside costs the server a
+	// connection to each database, so the loop grants such looks on a budget of their own. Such
+	// a check says nothing of what is inside: no drift found there, no staged change (Updates,
+	// Has) and nothing kept. Its zero value looks everywhere. The loop sets it.
+	SkipInside bool
 }
 
 // Act is what Create does, or would do, for one consumer; a plan of a pass names each consumer's

@@ -14,10 +14,11 @@ import (
 )
 
 // daemonArgs are short intervals so that a test sees a verify interval go by, and a
-// withdrawal soon after the file changed.
+// withdrawal soon after the file changed; every check looks inside the consumers' databases
+// (--inside-check-every no longer than --verify-every) unless a test asks for a budget.
 func daemonArgs(m *mesh, url string, more ...string) []string {
 	return m.args(append([]string{"--database-url", url, "--every", "200ms", "--verify-every", "1s",
-		"--withdraw-settle", "1s"}, more...)...)
+		"--inside-check-every", "1s", "--withdraw-settle", "1s"}, more...)...)
 }
 
 func TestConsumerLifecycleRetain(t *testing.T) {
@@ -26,7 +27,8 @@ func TestConsumerLifecycleRetain(t *testing.T) {
 	m := newMesh(t)
 	letta := consumer{as: name("letta"), password: "first-" + randomHex(6), extensions: []string{"pg_trgm", "dblink"}}
 	m.give(letta)
-	p := start(t, nil, daemonArgs(m, url)...)
+	// Its database looked inside on a budget: at least every 4 s, where the rest is checked every 1 s.
+	p := start(t, nil, daemonArgs(m, url, "--inside-check-every", "4s")...)
 
 	// A consumer added: it logs in with the minted password.
 	eventually(t, "letta logs in", func() bool { return letta.logsIn(t, url) })
@@ -44,13 +46,17 @@ func TestConsumerLifecycleRetain(t *testing.T) {
 	// loaded machine, .ci/run's 17 run), and no drift would be seen or said.
 	p.passes(1)
 
-	// An extension dropped behind its back is restored within a verify interval.
+	// An extension dropped behind its back is restored within the interval of its looks inside.
 	is.NoErr(query(t, url, letta.as, "DROP EXTENSION dblink"))
 	eventually(t, "dblink is back", func() bool {
 		var n int
 		return query(t, url, letta.as, "SELECT count(*) FROM pg_extension WHERE extname = 'dblink'", &n) == nil && n == 1
 	})
 	eventually(t, "said so", func() bool { return p.count("the backend no longer holds it; applying again") >= 1 }) // said as the pass settles
+	eventually(t, "/status says when its database was last looked inside", func() bool {
+		at, _ := p.consumerStatus(t, letta.as)["inside_checked_at"].(string)
+		return at != ""
+	})
 
 	// The file replaced by garbage: nothing withdrawn, said once.
 	m.writeFile(m.file, "{ torn")

@@ -21,7 +21,8 @@ import (
 // HoldsAll checks every consumer of ps and changes nothing: one round trip asks the catalog
 // about all their roles and databases (and which of the extensions they name the server has),
 // the stored passwords are verified here (answers remembered per role), and only consumers
-// that name extensions cost more: one short-lived, read-only connection per database, as many at
+// that name extensions cost more, where the loop did not skip their inside
+// (Provision.SkipInside): one short-lived, read-only connection per database, as many at
 // once as the Backend has slots for them, in the order of ps. each bounds the catalog's round
 // trip and each database's check from when it starts, not while it waits for a connection or
 // a slot; once one timed out, the database checks not yet started are not made (ErrNotAsked).
@@ -99,7 +100,14 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 			}
 			inside[k] = append(inside[k], x)
 		}
-		if cs := define(wants[i], b.resource).changes(seen[k]); len(cs) > 0 || len(inside[k]) == 0 && !(byLogin && ps[i].Login) {
+		cs := define(wants[i], b.resource).changes(seen[k])
+		if ps[i].SkipInside && len(inside[k]) > 0 { // what is inside taken as last found; the catalog's part still checked
+			if !seen[k].searchPath {
+				cs = append(cs, change{kind: searchPathUnset})
+			}
+			inside[k] = inside[k][:0]
+		}
+		if len(cs) > 0 || len(inside[k]) == 0 && !(byLogin && ps[i].Login) {
 			out[i].changes = cs
 			continue
 		}

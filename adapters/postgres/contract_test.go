@@ -43,6 +43,9 @@ WHERE a.application_name LIKE 'novox-provisioner/' || $1 || '/%/lease'`, resourc
 			}
 			return names
 		}
+		w.DropExtension = func(t *testing.T, as, name string) {
+			e.exec(as, "DROP EXTENSION "+pgx.Identifier{name}.Sanitize())
+		}
 	} else {
 		w.Skip.Extensions = "pg_trgm is not available on this server"
 	}

@@ -45,6 +45,10 @@ type World struct {
 	// lists the extensions installed in the consumer as's database, read from the server itself.
 	Extension string
 	Installed func(t *testing.T, as string) []string
+	// DropExtension, where given, drops the extension name inside the consumer as's database
+	// behind the backend's back, as an operator's hand may: a check that looks inside finds
+	// it, one that skips inside (Provision.SkipInside) does not.
+	DropExtension func(t *testing.T, as, name string)
 	// SetLimit sets the connection limit of the login as (derived.connection_limit) behind the
 	// backend's back; Limit, where given, reads it from the server itself.
 	SetLimit func(t *testing.T, as string, n int)
@@ -228,6 +232,20 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		a = b.HoldsAll(ctx, []ports.Provision{changed}, time.Minute)[0]
 		if a.Err != nil || a.Held || len(a.Drift) == 0 {
 			t.Fatalf("other values, no login granted: held %v, drift %v, error %v", a.Held, a.Drift, a.Err)
+		}
+	})
+	t.Run("a check that skips inside still checks the rest", func(t *testing.T) {
+		p := fresh()
+		create(t, p)
+		skip := p
+		skip.SkipInside, skip.Login = true, true
+		if a := b.HoldsAll(ctx, []ports.Provision{skip}, time.Minute)[0]; a.Err != nil || !a.Held || len(a.Updates)+len(a.Has) != 0 {
+			t.Fatalf("as created, inside skipped: held %v, drift %v, updates %v, has %v, error %v", a.Held, a.Drift, a.Updates, a.Has, a.Err)
+		}
+		skip.Values = maps.Clone(p.Values)
+		skip.Values["name"] = p.As + "_s"
+		if a := b.HoldsAll(ctx, []ports.Provision{skip}, time.Minute)[0]; a.Err != nil || a.Held || len(a.Drift) == 0 {
+			t.Fatalf("other values, inside skipped: held %v, drift %v, error %v", a.Held, a.Drift, a.Err)
 		}
 	})
 	t.Run("other values are not held until created", func(t *testing.T) {

@@ -161,6 +161,21 @@ func (c contract) extensions(t *testing.T) {
 	if c.w.Installed != nil && !slices.Contains(installed(p.As), x) {
 		t.Fatalf("%s held, yet the server has %v installed in its database", p.As, installed(p.As))
 	}
+	if c.w.DropExtension != nil {
+		c.w.DropExtension(t, p.As, x)
+		skip := asks
+		skip.SkipInside = true
+		if h := c.b.HoldsAll(context.Background(), []ports.Provision{skip}, time.Minute)[0]; h.Err != nil || !h.Held {
+			t.Fatalf("%s dropped by hand, the inside skipped: held %v, drift %v, %v; want held, as last found", x, h.Held, h.Drift, h.Err)
+		}
+		if c.holds(t, asks) {
+			t.Fatalf("%s held by a check that looks inside, though %s was dropped in its database", p.As, x)
+		}
+		c.create(t, asks)
+		if !c.holds(t, asks) || c.w.Installed != nil && !slices.Contains(installed(p.As), x) {
+			t.Fatalf("%s not made again after it was dropped by hand", x)
+		}
+	}
 
 	const unknown = "novox_no_such_extension"
 	q := withExtensions(c.fresh(), unknown, x)
