@@ -242,6 +242,11 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		if a := b.HoldsAll(ctx, []ports.Provision{skip}, time.Minute)[0]; a.Err != nil || !a.Held || len(a.Updates)+len(a.Has) != 0 {
 			t.Fatalf("as created, inside skipped: held %v, drift %v, updates %v, has %v, error %v", a.Held, a.Drift, a.Updates, a.Has, a.Err)
 		}
+		rotated := skip
+		rotated.Password = p.Password + "-rotated"
+		if a := b.HoldsAll(ctx, []ports.Provision{rotated}, time.Minute)[0]; a.Err != nil || a.Held {
+			t.Fatalf("another password, inside skipped, login granted: held %v, drift %v, error %v", a.Held, a.Drift, a.Err)
+		}
 		skip.Values = maps.Clone(p.Values)
 		skip.Values["name"] = p.As + "_s"
 		if a := b.HoldsAll(ctx, []ports.Provision{skip}, time.Minute)[0]; a.Err != nil || a.Held || len(a.Drift) == 0 {
