@@ -20,28 +20,14 @@ func insideCfg(every time.Duration, rate int) domain.Config {
 func (w *world) looksOf() map[string][]time.Time {
 	w.backend.mu.Lock()
 	defer w.backend.mu.Unlock()
-	out := map[string][]time.Time{}
-	for _, l := range w.backend.looks {
-		out[l.as] = append(out[l.as], l.at)
-	}
-	return out
+	return byConsumer(w.backend.looks)
 }
 
 // mostLooksInASecond is the most looks inside the backend made within any second.
 func (w *world) mostLooksInASecond() int {
 	w.backend.mu.Lock()
 	defer w.backend.mu.Unlock()
-	most := 0
-	for i, l := range w.backend.looks {
-		n := 0
-		for _, m := range w.backend.looks[i:] {
-			if m.at.Sub(l.at) < time.Second {
-				n++
-			}
-		}
-		most = max(most, n)
-	}
-	return most
+	return mostInASecond(w.backend.looks)
 }
 
 // Looks inside are granted on their own budget: never more than the ceiling within a second,
@@ -58,41 +44,11 @@ func TestLooksInsideAreSpreadWithinTheirCeiling(t *testing.T) {
 
 	is.True(w.mostLooksInASecond() <= rate) // never more than the ceiling within a second
 	looks := w.looksOf()
+	spread(t, "looks inside", looks, names, start, end, every)
 	for _, as := range names {
-		at := looks[as]
-		is.True(len(at) >= 5)                    // looked into again and again
-		is.True(at[0].Sub(start) <= every)       // first within the interval of its creation
-		is.True(end.Sub(at[len(at)-1]) <= every) // and still within the interval at the end
-		for i := 1; i < len(at); i++ {
-			if gap := at[i].Sub(at[i-1]); gap > every {
-				t.Fatalf("%s: %s between looks inside, more than the interval %s", as, gap, every)
-			}
-		}
-		is.True(len(at) <= 50/10+2) // at its budget, not at each of the 50 verify passes
+		is.True(len(looks[as]) <= 50/10+2) // at its budget, not at each of the 50 verify passes
 	}
-	share := n * int(time.Minute) / int(every)
-	for from := start.Add(every); from.Before(end.Add(-time.Minute)); from = from.Add(time.Minute) {
-		k := 0
-		for _, at := range looks {
-			for _, a := range at {
-				if !a.Before(from) && a.Before(from.Add(time.Minute)) {
-					k++
-				}
-			}
-		}
-		if k > 2*share {
-			t.Fatalf("%d looks inside in the minute from %s, more than twice the even share %d", k, from.Sub(start), share)
-		}
-	}
-	w.backend.mu.Lock()
-	checks := 0
-	for _, as := range w.backend.holdsCalls {
-		if as == names[n-1] {
-			checks++
-		}
-	}
-	w.backend.mu.Unlock()
-	is.True(checks >= 49) // the rest of a check at every verify pass
+	is.True(w.checksOf(names[n-1]) >= 49) // the rest of a check at every verify pass
 }
 
 // What changed inside a consumer's database behind the provider's back (an extension dropped

@@ -43,21 +43,31 @@ func (w *world) runFor(d time.Duration) {
 func (w *world) loginsOf() map[string][]time.Time {
 	w.backend.mu.Lock()
 	defer w.backend.mu.Unlock()
-	out := map[string][]time.Time{}
-	for _, l := range w.backend.logins {
-		out[l.as] = append(out[l.as], l.at)
-	}
-	return out
+	return byConsumer(w.backend.logins)
 }
 
 // mostInASecond is the most logins the backend made within any second.
 func (w *world) mostInASecond() int {
 	w.backend.mu.Lock()
 	defer w.backend.mu.Unlock()
+	return mostInASecond(w.backend.logins)
+}
+
+// byConsumer is when each of ls was made, by consumer, in order.
+func byConsumer(ls []login) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, l := range ls {
+		out[l.as] = append(out[l.as], l.at)
+	}
+	return out
+}
+
+// mostInASecond is the most of ls, in the order made, made within any second.
+func mostInASecond(ls []login) int {
 	most := 0
-	for i, l := range w.backend.logins {
+	for i, l := range ls {
 		n := 0
-		for _, m := range w.backend.logins[i:] {
+		for _, m := range ls[i:] {
 			if m.at.Sub(l.at) < time.Second {
 				n++
 			}
@@ -82,22 +92,31 @@ func TestLoginChecksAreSpreadWithinTheirCeiling(t *testing.T) {
 
 	is.True(w.mostInASecond() <= rate) // never more than the ceiling within a second
 	logins := w.loginsOf()
+	spread(t, "logins", logins, names, start, end, every)
+	is.True(w.checksOf(names[n-1]) >= 49) // checked at every verify pass, not only at its logins
+}
+
+// spread fails t where made (what each of names had made, in order, between start and end)
+// is not spread over every: each at least 5 times, first within every of start, last within
+// every of end, never more than every apart; and, past the first round, no minute holds more
+// than twice its even share.
+func spread(t *testing.T, what string, made map[string][]time.Time, names []string, start, end time.Time, every time.Duration) {
+	t.Helper()
 	for _, as := range names {
-		at := logins[as]
-		is.True(len(at) >= 5)                    // logged in as every consumer again and again
-		is.True(at[0].Sub(start) <= every)       // its first login within the interval of its creation
-		is.True(end.Sub(at[len(at)-1]) <= every) // and still within the interval at the end
+		at := made[as]
+		if len(at) < 5 || at[0].Sub(start) > every || end.Sub(at[len(at)-1]) > every {
+			t.Fatalf("%s: %s at %v, not again and again within %s from %s to %s", as, what, at, every, start, end)
+		}
 		for i := 1; i < len(at); i++ {
 			if gap := at[i].Sub(at[i-1]); gap > every {
-				t.Fatalf("%s: %s between logins, more than the interval %s", as, gap, every)
+				t.Fatalf("%s: %s between %s, more than the interval %s", as, gap, what, every)
 			}
 		}
 	}
-	// Evenly: past the creates' first round, no minute has more than twice its share.
-	share := n * int(time.Minute) / int(every)
+	share := len(names) * int(time.Minute) / int(every)
 	for from := start.Add(every); from.Before(end.Add(-time.Minute)); from = from.Add(time.Minute) {
 		k := 0
-		for _, at := range logins {
+		for _, at := range made {
 			for _, a := range at {
 				if !a.Before(from) && a.Before(from.Add(time.Minute)) {
 					k++
@@ -105,19 +124,27 @@ func TestLoginChecksAreSpreadWithinTheirCeiling(t *testing.T) {
 			}
 		}
 		if k > 2*share {
-			t.Fatalf("%d logins in the minute from %s, more than twice the even share %d", k, from.Sub(start), share)
+			t.Fatalf("%d %s in the minute from %s, more than twice the even share %d", k, what, from.Sub(start), share)
 		}
 	}
-	// Every other check is still made every verify pass.
+}
+
+// checksOf is how many checks the backend made of as.
+func (w *world) checksOf(as string) int {
 	w.backend.mu.Lock()
-	checks := 0
-	for _, as := range w.backend.holdsCalls {
-		if as == names[n-1] {
-			checks++
+	defer w.backend.mu.Unlock()
+	return count(w.backend.holdsCalls, as)
+}
+
+// count is how many of s are v.
+func count(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
 		}
 	}
-	w.backend.mu.Unlock()
-	is.True(checks >= 49) // checked at every verify pass, not only at its logins
+	return n
 }
 
 // A start does not log in as every consumer at once: the consumers it confirms are checked
