@@ -1,11 +1,6 @@
 package postgres_test
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +10,7 @@ import (
 
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
 // benchCases are the consumers the Create and Holds benchmarks measure.
@@ -104,16 +100,13 @@ func BenchmarkVerifyPass(b *testing.B) {
 			// The server's CPU is measured around the provider's part alone (where /proc shows
 			// the server): what a verify pass costs the server, against which the budgets are set.
 			var prov, floor, cpu time.Duration
-			measured := true
 			b.ResetTimer()
 			for b.Loop() {
-				c0, ok0 := serverCPU(b, e)
+				c0 := e.serverCPU()
 				t0 := time.Now()
 				check()
 				t1 := time.Now()
-				c1, ok1 := serverCPU(b, e)
-				measured = measured && ok0 && ok1
-				cpu += c1 - c0
+				cpu += e.serverCPU() - c0
 				rawVerify(b, e, ps, len(c.exts) > 0 && !c.skip)
 				prov, floor = prov+t1.Sub(t0), floor+time.Since(t1)
 			}
@@ -121,7 +114,7 @@ func BenchmarkVerifyPass(b *testing.B) {
 			b.ReportMetric(float64(prov.Milliseconds())/n, "prov-ms/op")
 			b.ReportMetric(float64(floor.Milliseconds())/n, "floor-ms/op")
 			b.ReportMetric(prov.Seconds()/floor.Seconds(), "prov/floor")
-			if measured {
+			if e.srv.Local != nil {
 				b.ReportMetric(float64(cpu.Milliseconds())/n, "server-cpu-ms/op")
 			}
 		})
@@ -218,41 +211,25 @@ func BenchmarkVerifyPassByMode(b *testing.B) {
 	}
 }
 
-// serverCPU is the CPU time the server this process started has used: its postmaster's, that
-// of the backends it has reaped, and that of those still running. Zero for a server named by
-// PROVISIONER_TEST_DATABASE_URL.
+// serverCPU is the CPU time the server this process started has used (pgserver.CPU: its
+// postmaster's, that of the backends it has reaped, and that of those still running). Zero
+// for a server named by PROVISIONER_TEST_DATABASE_URL.
 func (e *env) serverCPU() time.Duration {
 	e.t.Helper()
 	if e.srv.Local == nil {
 		return 0
 	}
-	var backend int
-	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend))
-	stat := func(pid int) []string {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return nil
-		}
-		return strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	is := is.New(e.t)
+	if e.pm == 0 { // found once: each call's own session would count as the server's
+		var backend int
+		is.NoErr(e.admin("").QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&backend))
+		pm, err := pgserver.Postmaster(backend)
+		is.NoErr(err) // the postmaster, from /proc
+		e.pm = pm
 	}
-	ticks := func(fields []string, at ...int) (n int64) {
-		for _, i := range at {
-			v, _ := strconv.ParseInt(fields[i], 10, 64)
-			n += v
-		}
-		return n
-	}
-	// Fields after the command: state 0, ppid 1, ..., utime 11, stime 12, cutime 13, cstime 14.
-	postmaster, _ := strconv.Atoi(stat(backend)[1])
-	total := ticks(stat(postmaster), 11, 12, 13, 14)
-	pids, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range pids {
-		pid, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, "/proc/"), "/stat"))
-		if f := stat(pid); len(f) > 14 && f[1] == strconv.Itoa(postmaster) {
-			total += ticks(f, 11, 12)
-		}
-	}
-	return time.Duration(total) * time.Second / 100 // USER_HZ
+	used, err := pgserver.CPU(e.pm)
+	is.NoErr(err) // the server's CPU, from /proc
+	return used
 }
 
 // createAll creates every one of ps through backend, eight at once.

@@ -49,6 +49,7 @@ type env struct {
 	srv *pgserver.TestServer
 	log *recLogger
 	b   *postgres.Backend
+	pm  int // the server's postmaster, once serverCPU has found it
 }
 
 func newEnv(t testing.TB) *env {

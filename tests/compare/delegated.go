@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/novox/postgres-provider/tests/pgserver"
 )
 
 // The delegated verify workload: the daemon, as a role that is not a superuser, over consumers
@@ -281,11 +281,7 @@ func (b *bench) postmaster(ctx context.Context) (int, error) {
 	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&backend); err != nil {
 		return 0, err
 	}
-	fields, err := procStat(backend)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(fields[1]) // ppid
+	return pgserver.Postmaster(backend)
 }
 
 // serverTimed runs fn and measures, as wall, the server's CPU over it.
@@ -295,50 +291,11 @@ func serverTimed(pm int, fn func() error) (measure, error) {
 	return measure{wall: serverCPU(pm) - s0}, err
 }
 
-// serverCPU is the CPU time of the postmaster pm, its exited children (those it has waited
-// for) and its live children, from /proc: the server's, whatever its sessions did.
+// serverCPU is the CPU time of the server of postmaster pm (pgserver.CPU); 0 where /proc does
+// not show it.
 func serverCPU(pm int) time.Duration {
-	fields, err := procStat(pm)
-	if err != nil {
-		return 0
-	}
-	ticks := sumFields(fields, 11, 12, 13, 14) // utime stime cutime cstime
-	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
-	for _, c := range strings.Fields(string(raw)) {
-		pid, _ := strconv.Atoi(c)
-		if f, err := procStat(pid); err == nil {
-			ticks += sumFields(f, 11, 12)
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
-}
-
-// procStat is /proc/pid/stat's fields after the command's name: [0] is the state, [1] the
-// parent, [11] utime.
-func procStat(pid int) ([]string, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 15 {
-		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
-	}
-	return fields, nil
-}
-
-func sumFields(fields []string, at ...int) int64 {
-	var t int64
-	for _, i := range at {
-		v, _ := strconv.ParseInt(fields[i], 10, 64)
-		t += v
-	}
-	return t
+	d, _ := pgserver.CPU(pm)
+	return d
 }
 
 // otherGroups is how many groups the other roles are members of.

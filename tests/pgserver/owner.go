@@ -53,13 +53,8 @@ func (o owner) alive() bool {
 // procStat is a process's start time (clock ticks after boot) and whether it is a zombie; the
 // start time is "-" where /proc cannot tell.
 func procStat(pid int) (start string, zombie bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "-", false
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so count from the last ')'.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-	if len(fields) < 20 {
+	fields, err := statFields(pid)
+	if err != nil || len(fields) < 20 {
 		return "-", false
 	}
 	return fields[19], fields[0] == "Z"
