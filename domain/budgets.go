@@ -138,10 +138,7 @@ func (h *Harness) grant(items []*item) {
 	for p := range parts {
 		budgeted[p] = h.budgeted(p)
 		h.budgets[p].backlog, h.budgets[p].listed = false, len(items)
-		for _, it := range items {
-			it.granted[p] = false
-		}
-		if budgeted[p] {
+		if budgeted[p] { // items are made afresh each pass (readSecrets): none granted yet
 			h.grantDue(p, items)
 		}
 	}
