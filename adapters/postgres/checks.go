@@ -114,11 +114,11 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		deep = append(deep, k)
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
-	var timedOut atomic.Bool
+	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool)}
 	boundedEach(len(deep), cap(b.databases), func(j int) {
 		k := deep[j]
 		i := index[k]
-		out[i] = b.checkInside(ctx, each, &timedOut, ps[i], wants[i], seen[k], inside[k], available)
+		out[i] = b.checkInside(ctx, batch, ps[i], wants[i], seen[k], inside[k])
 		answered(1)
 	})
 	for k, i := range index {
@@ -142,11 +142,22 @@ func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, s
 	})
 }
 
+// insideBatch is what the checks inside databases of one batch share: the time each has from
+// when it has its slot, whether one timed out (after which none asks), the extensions the
+// server has at their default versions, and what it offers of them, read once.
+type insideBatch struct {
+	each      time.Duration
+	timedOut  atomic.Bool
+	available map[string]string
+	offer     *offerings
+}
+
 // checkInside checks one consumer that the catalog found as defined inside its database (and,
 // for a provider that is not a superuser, its password by logging in), in one of the slots,
-// within each from when it has one; once one timed out (timedOut), it asks nothing.
-func (b *Backend) checkInside(ctx context.Context, each time.Duration, timedOut *atomic.Bool, p ports.Provision, w wanted,
-	o observed, names []string, available map[string]string) (out checked) {
+// within the batch's each from when it has one; once one of the batch timed out, it asks
+// nothing.
+func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.Provision, w wanted, o observed, names []string) (out checked) {
+	each, timedOut := batch.each, &batch.timedOut
 	var release func()
 	var err error
 	if !timedOut.Load() {
@@ -193,7 +204,7 @@ func (b *Backend) checkInside(ctx context.Context, each time.Duration, timedOut 
 			return out
 		}
 	}
-	out, err = b.inDatabase(dctx, w, names, available, release)
+	out, err = b.inDatabase(dctx, w, names, batch, release)
 	if err != nil {
 		if pastDeadline(dctx) && ctx.Err() == nil {
 			timedOut.Store(true)
@@ -232,9 +243,10 @@ func boundedEach(n, limit int, fn func(int)) {
 // inDatabase is what the check finds inside the consumer's database: the provider's schema
 // (owned by a superuser, the consumer's role may use it and nobody else create in it), each of
 // names installed and at which version against the one wanted (the pin, else the server's
-// default in defaults), and the extensions kept that it no longer names; asked in one round
-// trip on a read-only connection of its own in the slot release gives back.
-func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, defaults map[string]string, release func()) (checked, error) {
+// default), and the extensions kept that it no longer names; asked in one round trip on a
+// read-only connection of its own in the slot release gives back, and where a version differs,
+// completed with what the server offers of it, read once for the batch.
+func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batch *insideBatch, release func()) (checked, error) {
 	var h checked
 	conn, err := b.connectIn(ctx, w.database, true, release)
 	if err != nil {
@@ -243,19 +255,19 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, defa
 	defer conn.Close(context.WithoutCancel(ctx))
 	wants := make([]string, len(names))
 	for i, x := range names {
-		wants[i] = w.want(x, defaults[x])
+		wants[i] = w.want(x, batch.available[x])
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(`
+	queued := &pgx.Batch{}
+	queued.Queue(`
 SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
                         AND pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
                         AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
                         AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
                  FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
                  WHERE n.nspname = $1), false)`, extensionSchema, w.role)
-	batch.Queue(sqlInstalled, names, wants)
-	batch.Queue(sqlKept, w.extensions)
-	results := conn.SendBatch(ctx, batch)
+	queued.Queue(sqlInstalled, names, wants)
+	queued.Queue(sqlKept, w.extensions)
+	results := conn.SendBatch(ctx, queued)
 	defer results.Close()
 	var schemaOK bool
 	var kept []string
@@ -266,7 +278,7 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 	if err != nil {
 		return h, err
 	}
-	seen, err := scanInstalled(rows)
+	seen, err := scanInstalled(ctx, rows, batch.offer)
 	if err != nil {
 		return h, err
 	}

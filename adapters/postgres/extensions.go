@@ -169,7 +169,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	}
 	var failed error
 	if len(update) > 0 && len(updates) > 0 {
-		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults)
+		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults, newOfferings(conn))
 		if err != nil {
 			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}

@@ -52,3 +52,31 @@ func TestWhatIsDoneAboutAnInstalledExtension(t *testing.T) {
 		is.Equal(u.Refused, c.refused)
 	}
 }
+
+func TestAnObservedExtensionIsJudgedAgainstWhatTheServerOffers(t *testing.T) {
+	is := is.New(t)
+	o := offered{versions: []string{"1.0", "1.1", "1.2"}, requires: map[string][]string{"1.2": {"cube", "plpgsql"}},
+		paths: map[[2]string]bool{{"1.0", "1.1"}: true, {"1.1", "1.2"}: true, {"1.0", "1.2"}: true}}
+	in := map[string]string{"cube": "public", "plpgsql": "pg_catalog", "v": "extensions"}
+	for _, c := range []struct {
+		seen seenInstalled
+		want installed
+	}{
+		// Held: nothing of the server's is asked.
+		{seenInstalled{installed: installed{name: "v", version: "1.2", want: "1.2"}}, installed{name: "v", version: "1.2", want: "1.2"}},
+		// Missing: whether the server has the version wanted, and what it has.
+		{seenInstalled{installed: installed{name: "v", want: "1.2"}}, installed{name: "v", want: "1.2", known: true, offer: "1.0, 1.1, 1.2"}},
+		{seenInstalled{installed: installed{name: "v", want: "9"}}, installed{name: "v", want: "9", offer: "1.0, 1.1, 1.2"}},
+		// An update: its path, and the schemas its script searches, the required cube's among
+		// them; the catalog and the provider's schema are not the consumer's.
+		{seenInstalled{installed: installed{name: "v", version: "1.1", want: "1.2"}, own: []string{"extensions"}, schemas: in},
+			installed{name: "v", version: "1.1", want: "1.2", known: true, path: true, offer: "1.0, 1.1, 1.2", unsafe: "public"}},
+		{seenInstalled{installed: installed{name: "v", version: "1.0", want: "1.1"}, own: []string{"extensions", "app", "app"}, schemas: in},
+			installed{name: "v", version: "1.0", want: "1.1", known: true, path: true, offer: "1.0, 1.1, 1.2", unsafe: "app"}},
+		// Older than installed: the way back is seen, so the refusal says so.
+		{seenInstalled{installed: installed{name: "v", version: "1.1", want: "1.0"}, own: []string{"extensions"}},
+			installed{name: "v", version: "1.1", want: "1.0", known: true, back: true, offer: "1.0, 1.1, 1.2"}},
+	} {
+		is.Equal(c.seen.against(o), c.want)
+	}
+}

@@ -179,3 +179,42 @@ func TestAnExtensionNoLongerNamedIsKept(t *testing.T) {
 	is.True(slices.Contains(e.extensions(p.As), "fuzzystrmatch")) // never dropped
 	is.Equal(e.mustHold(p).Kept, []string{"extension fuzzystrmatch kept: no longer named, never dropped"})
 }
+
+// An update whose script would search, as a superuser, a schema the consumer can create in (the
+// extension's own, or that of an extension it requires) is refused, saying which, and never
+// tried: the consumer's planted function would run with the superuser's rights. The version
+// wanted may require what the installed one did not.
+func TestAnUpdateSearchingASchemaTheConsumerWritesIsRefused(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := pinned(provision(name("ownschema")), "pg_trgm", "1.4")
+	e.mustCreate(p)
+	e.exec(p.As, "DROP EXTENSION pg_trgm", "CREATE SCHEMA app AUTHORIZATION "+p.As, "CREATE EXTENSION pg_trgm VERSION '1.4' SCHEMA app")
+	p = pinned(p, "pg_trgm", "1.5")
+	h := e.mustHold(p)
+	is.Equal(h.Updates[0].Refused, "its update script would run as a superuser searching schema app, where others may create objects "+
+		"(drop it to have it made again in extensions)")
+	p.Updates = []string{h.Updates[0].Key}
+	e.mustCreate(p)
+	is.Equal(e.versionOf(p.As, "pg_trgm"), "1.4") // not tried
+
+	ext := "novox_req_" + run
+	e.srv.InstallExtension(e.t, map[string]string{
+		ext + ".control":       "comment = 'requires cube from 1.1, for the tests of the provider'\ndefault_version = '1.1'\nrelocatable = true\n",
+		ext + "--1.1.control":  "requires = 'cube'\n",
+		ext + "--1.0.sql":      "CREATE FUNCTION novox_req_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+		ext + "--1.0--1.1.sql": "CREATE OR REPLACE FUNCTION novox_req_one() RETURNS int LANGUAGE sql AS 'SELECT 11';\n",
+	})
+	q := pinned(provision(name("reqschema")), "pg_trgm", "")
+	e.mustCreate(q)
+	e.exec(q.As, "CREATE SCHEMA app AUTHORIZATION "+q.As, "CREATE EXTENSION cube SCHEMA app",
+		"CREATE EXTENSION "+ext+" VERSION '1.0' SCHEMA extensions")
+	q.Values["extensions"] = []any{"pg_trgm", ext}
+	h = e.mustHold(q)
+	is.Equal(len(h.Updates), 1)
+	is.Equal(h.Updates[0].Refused, "its update script would run as a superuser searching schema app, where others may create objects "+
+		"(drop it to have it made again in extensions)") // the schema of cube, which 1.1 requires
+	q.Updates = []string{h.Updates[0].Key}
+	e.mustCreate(q)
+	is.Equal(e.versionOf(q.As, ext), "1.0") // not tried
+}
