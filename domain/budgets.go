@@ -147,7 +147,7 @@ func (h *Harness) grant(items []*item) {
 		for p := range parts {
 			it.granted[p] = checks && (!budgeted[p] || it.granted[p])
 		}
-		it.p.Login, it.p.SkipInside = it.granted[login], checks && !it.granted[inside]
+		it.skipInside = checks && !it.granted[inside]
 	}
 }
 

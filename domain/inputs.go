@@ -2,8 +2,6 @@ package domain
 
 import (
 	"crypto/sha256"
-
-	"github.com/novox/postgres-provider/ports"
 )
 
 // takeListing marks who the file lists, and the files worth watching. Both change only when
@@ -35,7 +33,7 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		}
 		it := &h.items[i]
 		c := h.consumers.add(g.As)
-		*it = item{c: c, g: g, index: i}
+		*it = item{c: c, g: &given[i], index: i}
 		items[i] = it
 		pw, unreadable, refused := h.readSecret(c, g.Secret)
 		if unreadable != nil || refused != nil {
@@ -44,7 +42,6 @@ func (h *Harness) readSecrets(given []contribution) []*item {
 		}
 		c.waiting, c.refusedSecret = 0, nil // a refusal that comes back after a usable secret is said again
 		h.consumers.setPassword(c, pw)
-		it.p = ports.Provision{As: g.As, Password: pw, Values: g.Values, Derived: g.Derived, At: g.At, Node: g.Node}
 		it.hash = fingerprint(c, g, pw)
 	}
 	h.noteFolders(items)

@@ -42,31 +42,40 @@ func (a action) call() string {
 // item is one consumer's part in a pass: listed (g is its entry) or leaving.
 type item struct {
 	c          *consumer
-	g          contribution
-	p          ports.Provision
+	g          *contribution // its entry in the file's last parse; nil where it is leaving
 	hash       [sha256.Size]byte
 	unreadable error  // its secret could not be read
 	folder     string // the folder of secrets that cannot be entered, where that is why
 	refused    error  // its secret cannot be a password
 
-	index     int // its position in the file
-	act       action
-	continued bool          // a check the last pass did not get an answer to
-	asked     bool          // a check was made; its answer counts
-	notAsked  bool          // a check was planned and not made (an earlier one timed out, or a stop)
-	checked   ports.Checked // a check's answer
-	called    bool          // the backend was called for it: Create, Remove or Drop
-	err       error         // Create's, Remove's or Drop's error
-	did       ports.Act     // what Create said it did
-	lacks     []string      // what Create said it lacks (an *ports.Incomplete, after the rest was done)
-	brake     brake         // what the consumer's brake was when the pass began
-	updates   []string      // the staged changes its create may make (stage)
-	timedOut  bool
-	granted   [parts]bool // the costly parts of a check this pass makes (budgets.go)
-	said      string      // the failure said for it this pass (scrubbed): its status's last error
+	index      int // its position in the file
+	act        action
+	continued  bool          // a check the last pass did not get an answer to
+	asked      bool          // a check was made; its answer counts
+	notAsked   bool          // a check was planned and not made (an earlier one timed out, or a stop)
+	checked    ports.Checked // a check's answer
+	called     bool          // the backend was called for it: Create, Remove or Drop
+	err        error         // Create's, Remove's or Drop's error
+	did        ports.Act     // what Create said it did
+	lacks      []string      // what Create said it lacks (an *ports.Incomplete, after the rest was done)
+	brake      brake         // what the consumer's brake was when the pass began
+	updates    []string      // the staged changes its create may make (stage)
+	timedOut   bool
+	granted    [parts]bool // the costly parts of a check this pass makes (budgets.go)
+	skipInside bool        // a check that takes what is inside as last found (its inside not granted)
+	said       string      // the failure said for it this pass (scrubbed): its status's last error
 
 	// A leaving consumer's: active is whether its login still works.
 	active bool
+}
+
+// provision is what the backend is asked for a listed consumer with a usable secret: its entry
+// under the password read this pass, and what this pass lets its check and create do. It is
+// made when asked for, not kept: 100,000 items would keep 11 MB of copies of their entries.
+func (it *item) provision() ports.Provision {
+	g := it.g
+	return ports.Provision{As: g.As, Password: it.c.password, Values: g.Values, Derived: g.Derived, At: g.At, Node: g.Node,
+		Login: it.granted[login], SkipInside: it.skipInside, Updates: it.updates}
 }
 
 // usable is whether its secret could be read and can be a password.
@@ -87,7 +96,7 @@ func (h *Harness) plan(items []*item, verifying bool) {
 		}
 		switch {
 		case c.applied && c.hash == it.hash:
-			c.entry = it.g // the same entry, as the file's last parse has it: the old parse is let go
+			c.entry = *it.g // the same entry, as the file's last parse has it: the old parse is let go
 			if (verifying || c.isUnasked) && !now.Before(c.lost.nextAt) {
 				it.act, it.continued = check, !verifying
 			}

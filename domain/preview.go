@@ -126,7 +126,7 @@ func (h *Harness) foresee(ctx context.Context, items []*item) ([]Planned, error)
 		case it.refused != nil:
 			out[i].Act, out[i].Why = PlanWait, []string{"secret refused (" + it.g.Secret + "): " + h.scrubbed(it.c, it.refused)}
 		default:
-			ps, asked = append(ps, it.p), append(asked, i)
+			ps, asked = append(ps, it.provision()), append(asked, i)
 		}
 	}
 	if len(ps) == 0 {

@@ -111,7 +111,7 @@ func (s *stager) resumeRollouts() (any bool) {
 func (h *Harness) stage(checks []*item) {
 	s := &h.stages
 	for _, it := range checks { // first what is held, so that a change some consumer has is not new
-		if !it.asked || it.checked.Err != nil || it.p.SkipInside { // one that did not look inside says nothing of it
+		if !it.asked || it.checked.Err != nil || it.skipInside { // one that did not look inside says nothing of it
 			continue
 		}
 		for _, r := range s.rollouts {
@@ -125,7 +125,7 @@ func (h *Harness) stage(checks []*item) {
 		}
 	}
 	for _, it := range checks {
-		if !it.asked || it.checked.Err != nil || it.p.SkipInside { // one that did not look inside says nothing of it
+		if !it.asked || it.checked.Err != nil || it.skipInside { // one that did not look inside says nothing of it
 			continue
 		}
 		as := it.c.as
@@ -191,9 +191,6 @@ func (h *Harness) stage(checks []*item) {
 			}
 			it.updates = append(it.updates, key)
 		}
-	}
-	for _, it := range checks {
-		it.p.Updates = it.updates
 	}
 }
 

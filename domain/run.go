@@ -32,7 +32,7 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	checks = append(checks[at:len(checks):len(checks)], checks[:at]...)
 	ps := make([]ports.Provision, len(checks))
 	for i, it := range checks {
-		ps[i] = it.p
+		ps[i] = it.provision()
 	}
 	h.phase("checking", len(ps))
 	start := h.clock.Now()
@@ -101,7 +101,7 @@ func (h *Harness) refuseClashes(items []*item) {
 	}
 	ps := make([]ports.Provision, len(asking))
 	for i, it := range asking {
-		ps[i] = it.p
+		ps[i] = it.provision()
 	}
 	for i, err := range h.backend.Clashes(ps) {
 		if it := asking[i]; err != nil && isNew(it) {
@@ -113,7 +113,7 @@ func (h *Harness) refuseClashes(items []*item) {
 // creates calls Create for each item that which picks, doing what Progress says.
 func (h *Harness) creates(ctx context.Context, items []*item, doing string, which func(*item) bool) {
 	h.call(ctx, items, doing, which, func(it *item) {
-		it.did, it.err = h.backend.Create(ctx, it.p)
+		it.did, it.err = h.backend.Create(ctx, it.provision())
 		if incomplete := (*ports.Incomplete)(nil); errors.As(it.err, &incomplete) {
 			it.lacks, it.err = incomplete.Lacks, nil // made as far as it can be: its state says the rest
 		}

@@ -76,7 +76,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
-			h.consumers.markApplied(c, it.hash, it.g, false)
+			h.consumers.markApplied(c, it.hash, *it.g, false)
 		}
 		if it.called && it.err != nil { // held, and a staged change's create failed otherwise
 			r.Failures++
@@ -148,7 +148,7 @@ func (h *Harness) settleCreate(it *item, reapplying int, r *Report) {
 		c.failing = nil
 	}
 	h.audit(h.eventOf(it, reapplying))
-	h.consumers.markApplied(c, it.hash, it.g, true)
+	h.consumers.markApplied(c, it.hash, *it.g, true)
 	h.dueAtNextVerify(c)
 	if reapplying == 0 {
 		r.Created++
@@ -179,7 +179,7 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 		return c, "password rotated", c.as + ": password rotated"
 	case c.applied:
 		line = c.as + ": updated to what its entry now asks for"
-		if changed := entryChanges(c.entry, it.g); len(changed) > 0 {
+		if changed := entryChanges(c.entry, *it.g); len(changed) > 0 {
 			line += " (" + h.scrubbed(c, errors.New(strings.Join(changed, "; "))) + ")"
 		}
 		return c, "updated", line
@@ -244,9 +244,9 @@ func (h *Harness) settleSecret(it *item) bool {
 		h.folderUnreadable(h.folders[it.folder])
 		it.c.waiting = 0 // patient again once the folder can be entered
 	case it.unreadable != nil:
-		h.secretUnreadable(it.c, it.g, it.unreadable)
+		h.secretUnreadable(it.c, *it.g, it.unreadable)
 	case it.refused != nil:
-		it.said = h.secretRefused(it.c, it.g, it.refused)
+		it.said = h.secretRefused(it.c, *it.g, it.refused)
 	default:
 		return false
 	}
