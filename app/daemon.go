@@ -76,7 +76,7 @@ type daemon struct {
 	// read the consumers to read (usage.go), only while readUsage waits for one: a pass that
 	// ends while a read is under way queues none behind it.
 	usage   atomic.Pointer[usage]
-	readNow chan []domain.Status
+	readNow chan []*domain.Status
 	// archives are the archives the record keeps, as last read for /status (archivesDue), after
 	// archivesMade archives of this process, at archivesRead.
 	archives     atomic.Pointer[[]ports.Archive]
@@ -87,7 +87,7 @@ type daemon struct {
 // newDaemon is a daemon not yet run, not ready until its first pass.
 func newDaemon(cfg Config, l loop, s server, lease leadership, log ports.Logger, notify *notifier) *daemon {
 	d := &daemon{cfg: cfg, loop: l, server: s, lease: lease, log: log, metrics: NewMetrics(cfg.Resource), notify: notify,
-		readNow: make(chan []domain.Status)}
+		readNow: make(chan []*domain.Status)}
 	if cfg.MetricsPerConsumer {
 		d.metrics.PerConsumer(cfg.Resource)
 	}

@@ -129,7 +129,7 @@ func TestStatusShowsTheLastPassAndWhoIsLeaving(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	d := newTestDaemon(&fakeServer{kind: "delegated"}, &fakeLease{leader: true})
 	d.observe(context.Background(), domain.Report{FileRead: true, Took: 1500 * time.Millisecond, WithdrawalsHeld: 1, MassWithdrawal: true,
-		Status: []domain.Status{{As: "letta", State: domain.StateApplied, Since: at, CheckedAt: at, NextCheck: at.Add(time.Minute)}},
+		Status: []*domain.Status{{As: "letta", State: domain.StateApplied, Since: at, CheckedAt: at, NextCheck: at.Add(time.Minute)}},
 		Leaving: []domain.Leaving{
 			{As: "gone", State: domain.LeavingWithdrawn, Since: at.Add(-time.Hour), DropAt: at.Add(23 * time.Hour)},
 			{As: "going", State: domain.LeavingHeld, WithdrawAt: at.Add(time.Minute)},
@@ -191,7 +191,7 @@ func TestStatusKeepsTheLastListingWhileTheFileIsBad(t *testing.T) {
 	d := newTestDaemon(&fakeServer{}, &fakeLease{leader: true})
 	why := "contributions file is not JSON (/c.json): unexpected end of JSON input"
 	d.observe(context.Background(), domain.Report{FileProblem: why,
-		Status: []domain.Status{{As: "letta", State: domain.StateApplied, Since: at}}})
+		Status: []*domain.Status{{As: "letta", State: domain.StateApplied, Since: at}}})
 	_, body := get(d, "/status")
 	var doc statusDoc
 	is.NoErr(json.Unmarshal([]byte(body), &doc))

@@ -65,7 +65,7 @@ func TestStatusShowsUsageAndAPassUnderWay(t *testing.T) {
 	var out strings.Builder
 	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true,
 		Pass:      &progressDoc{Text: "creating: 747 of 1,000, about 40 s left", RunningSeconds: 150},
-		Consumers: []domain.Status{{As: "letta", State: domain.StateApplied, Since: now}, {As: "new", State: domain.StateApplied, Since: now}},
+		Consumers: []*domain.Status{{As: "letta", State: domain.StateApplied, Since: now}, {As: "new", State: domain.StateApplied, Since: now}},
 		Usage:     map[string]usageDoc{"letta": {DatabaseBytes: 7_654_321, Connections: 3}}}, now)
 	is.Equal(out.String(), `provisioner v1 for postgres, acting, ready
 pass under way for 2m30s: creating: 747 of 1,000, about 40 s left

@@ -27,7 +27,7 @@ type statusDoc struct {
 	Pass *progressDoc `json:"pass,omitempty"`
 	// Consumers is every consumer the file lists, in its order; during the first pass, as far
 	// as each has got (its create returned, else unchecked).
-	Consumers []domain.Status `json:"consumers"`
+	Consumers []*domain.Status `json:"consumers"`
 	// Usage is each listed consumer's usage as last read (--usage-every), by login; a consumer
 	// not read yet (or without a role) has none.
 	Usage map[string]usageDoc `json:"usage,omitempty"`
@@ -70,7 +70,7 @@ type passDoc struct {
 func (d *daemon) status() statusDoc {
 	why := d.notReady()
 	doc := statusDoc{Resource: d.cfg.Resource, Version: version().version, Role: "acting", Mode: d.server.Kind(),
-		Ready: why == "", NotReady: why, Consumers: []domain.Status{}, Leaving: []domain.Leaving{},
+		Ready: why == "", NotReady: why, Consumers: []*domain.Status{}, Leaving: []domain.Leaving{},
 		Rollouts: []domain.Rollout{}}
 	doc.Pass = progressOf(d.loop.Progress(), time.Now())
 	if r := d.last.Load(); r != nil {
@@ -99,7 +99,10 @@ func (d *daemon) status() statusDoc {
 	}
 	if len(doc.Consumers) == 0 {
 		if listed := d.loop.Settling(); listed != nil { // the first pass under way: as far as each has got
-			doc.Consumers = listed
+			doc.Consumers = make([]*domain.Status, len(listed))
+			for i := range listed {
+				doc.Consumers[i] = &listed[i]
+			}
 		}
 	}
 	return doc

@@ -14,7 +14,7 @@ func TestStatusIsATable(t *testing.T) {
 	is := is.New(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	var out strings.Builder
-	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true, Consumers: []domain.Status{
+	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true, Consumers: []*domain.Status{
 		{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour), CheckedAt: now.Add(-10 * time.Second), NextCheck: now.Add(50 * time.Second)},
 		{As: "other", State: domain.StateFailing, Since: now.Add(-time.Minute), LastError: "other: create failed, will retry: no"},
 	}}, now)
@@ -33,7 +33,7 @@ func TestStatusFieldsFromOutsideStayInTheirCells(t *testing.T) {
 	hostile := "evil\n[provisioner:postgres] h0001: no longer in /c.json; withdrawing it from the backend"
 	var out strings.Builder
 	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: false, NotReady: "x\x1b[2J",
-		ServerProblem: "down\nnow", Consumers: []domain.Status{
+		ServerProblem: "down\nnow", Consumers: []*domain.Status{
 			{As: hostile, State: domain.StateFailing, Since: now, LastError: "create failed: login is bad"},
 			{As: "letta", State: domain.StateWaitingForSecret, Since: now, LastError: "secret not readable yet (/s/a\nb\x1b[2J\tc): it is empty"},
 		}}, now)
@@ -52,7 +52,7 @@ func TestStatusListsWhoIsLeavingBelow(t *testing.T) {
 	var out strings.Builder
 	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true,
 		LastPass:  &passDoc{FileRead: true, WithdrawalsHeld: 2, MassWithdrawal: true},
-		Consumers: []domain.Status{{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour)}},
+		Consumers: []*domain.Status{{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour)}},
 		Leaving: []domain.Leaving{
 			{As: "gone", State: domain.LeavingWithdrawn, Since: now.Add(-time.Hour), DropAt: now.Add(23 * time.Hour)},
 			{As: "kept", State: domain.LeavingWithdrawn, Since: now.Add(-2 * time.Hour)},
@@ -93,7 +93,7 @@ func TestStatusListsTheArchivesDropsLeftLast(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	var out strings.Builder
 	writeStatus(&out, statusDoc{Resource: "postgres", Version: "v1", Role: "acting", Ready: true,
-		Consumers: []domain.Status{{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour)}},
+		Consumers: []*domain.Status{{As: "letta", State: domain.StateApplied, Since: now.Add(-time.Hour)}},
 		Archives: []archiveDoc{{As: "gone", Database: "gone", Name: "gone-gone-16384-20261202T110000Z.dump",
 			Place: "/a/gone-gone-16384-20261202T110000Z.dump", Bytes: 1234567, Made: now.Add(-time.Hour)},
 			{As: "odd\x1b[2J", Database: "odd", Place: "odd.dump (via --archive-command)", Bytes: 10, Made: now.Add(-2 * time.Hour)}},

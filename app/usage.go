@@ -27,7 +27,7 @@ type usageDoc struct {
 }
 
 // usageOf is the usage of each of the listed consumers, by login, as last read; nil before a read.
-func (d *daemon) usageOf(status []domain.Status) map[string]usageDoc {
+func (d *daemon) usageOf(status []*domain.Status) map[string]usageDoc {
 	u := d.usage.Load()
 	if u == nil || u.by == nil {
 		return nil
@@ -62,7 +62,7 @@ func (d *daemon) usageDue(r domain.Report) {
 func (d *daemon) readUsage(ctx context.Context, from ports.UsageReader) {
 	failing := ""
 	for {
-		var status []domain.Status
+		var status []*domain.Status
 		select {
 		case <-ctx.Done():
 			return

@@ -194,7 +194,7 @@ func (h *Harness) answered(it *item) {
 		if span := h.budgets[p].span(h.cfg.Every); span > 0 { // a part never on a budget has no places
 			c.due[p] = place(now, span, it.index, h.budgets[p].listed)
 		}
-		st := h.statusOf(c)
+		st := h.editStatus(c)
 		if p == login {
 			st.LoginCheckedAt = now
 		} else {

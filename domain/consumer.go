@@ -60,8 +60,10 @@ type consumer struct {
 	heldFails int
 	retryDrop time.Time
 
-	// status is what the Report says of it while it is listed.
-	status *Status
+	// status is what the Report says of it while it is listed; statusAt is the count of views
+	// handed out when it was made (editStatus).
+	status   *Status
+	statusAt uint64
 }
 
 // managed is whether it counts as one the provider manages: applied, or recorded and active.

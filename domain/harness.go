@@ -131,11 +131,12 @@ type Harness struct {
 	deferred []ports.Entry
 
 	// What a pass reuses from the one before: its items, and the report's views of the
-	// consumers (made anew when one changed).
+	// consumers (made anew when one changed), and how many views were handed out.
 	items      []item
 	itemPtrs   []*item
 	viewStates map[string]State
-	viewStatus []Status
+	viewStatus []*Status
+	published  uint64
 
 	// noneLeaving is consumers.changes when the last look found nobody leaving, which holds
 	// until it changes or nextDrop.

@@ -261,6 +261,24 @@ func TestNotHeldIsAppliedAgainAndHeldClearsTheBrake(t *testing.T) {
 	is.Equal(w.log.take()[0], "letta: the backend no longer holds it; applying again") // counted from one again
 }
 
+// A Report's statuses are the loop's as they were when it was handed out: a later pass that
+// changes a consumer's changes a copy (the daemon's /status reads the last Report while the
+// next pass runs).
+func TestAReportsStatusesNeverChangeOnceHandedOut(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	first := w.pass(time.Minute) // checked: held
+	was := *first.Status[0]
+	w.backend.lose("letta")
+	second := w.pass(time.Minute) // checked: lost, applied again
+	is.Equal(second.Status[0].State, domain.StateBraked)
+	is.Equal(second.Status[0].Drift, []string{"missing"})
+	is.Equal(*first.Status[0], was) // the first Report's is as it was
+	third := w.pass(time.Minute)
+	is.Equal(third.Status[0].State, domain.StateApplied)
+	is.Equal(second.Status[0].State, domain.StateBraked) // and the second's
+}
+
 func TestBrakeDoublesTheWaitUpToAnHour(t *testing.T) {
 	is := is.New(t)
 	w := newApplied(t)

@@ -125,8 +125,9 @@ type Report struct {
 	Standby bool
 	// Consumers is each listed consumer's state after the pass.
 	Consumers map[string]State
-	// Status is each listed consumer's status after the pass, in the file's order.
-	Status []Status
+	// Status is each listed consumer's status after the pass, in the file's order. A Report's
+	// statuses are never changed once handed out: the loop changes a copy.
+	Status []*Status
 	// Created counts creates that succeeded for consumers that were new or changed.
 	Created int
 	// Reapplied counts creates that succeeded for consumers the backend no longer held.

@@ -158,6 +158,7 @@ func (h *Harness) stage(checks []*item) {
 			}
 		}
 		if !slices.Equal(st.Updates, words) || !slices.Equal(st.Kept, it.checked.Kept) {
+			st = h.editStatus(it.c)
 			st.Updates, st.Kept, h.consumers.dirty = words, it.checked.Kept, true
 		}
 	}
@@ -326,7 +327,7 @@ func (h *Harness) settleUpdates(it *item) error {
 			delete(h.stages.rollouts, key) // every consumer holds it
 		}
 	}
-	st := h.statusOf(c)
+	st := h.editStatus(c)
 	st.Updates = slices.DeleteFunc(slices.Clone(st.Updates), func(w string) bool {
 		for _, u := range it.checked.Updates {
 			if u.Word == w && slices.Contains(it.updates, u.Key) && (failed == nil || failed.Update.Key != u.Key) {

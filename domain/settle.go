@@ -67,7 +67,7 @@ func (h *Harness) settle(items []*item, r *Report) {
 // settleCheck records a check's answer: held releases the brake; not held was applied again.
 func (h *Harness) settleCheck(it *item, r *Report) {
 	c := it.c
-	st := h.statusOf(c)
+	st := h.editStatus(c)
 	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
 	c.lacks = it.checked.Lacks
 	h.answered(it)

@@ -32,7 +32,18 @@ func stateOf(it *item) State {
 
 func (h *Harness) statusOf(c *consumer) *Status {
 	if c.status == nil {
-		c.status = &Status{As: c.as}
+		c.status, c.statusAt = &Status{As: c.as}, h.published
+	}
+	return c.status
+}
+
+// editStatus is c's status to change: a copy of it where the one it has was handed out in a
+// Report's views since it was made, which no change may reach.
+func (h *Harness) editStatus(c *consumer) *Status {
+	st := h.statusOf(c)
+	if c.statusAt != h.published {
+		copied := *st
+		c.status, c.statusAt = &copied, h.published
 	}
 	return c.status
 }
@@ -42,42 +53,41 @@ func (h *Harness) statusOf(c *consumer) *Status {
 // last error; one said before is kept until it is applied or braked again.
 func (h *Harness) show(it *item) {
 	c, s := it.c, stateOf(it)
-	st := h.statusOf(c)
-	was := *st
-	if st.State != s || st.Since.IsZero() {
-		st.State, st.Since = s, h.clock.Now()
+	was := h.statusOf(c)
+	now := *was
+	if now.State != s || now.Since.IsZero() {
+		now.State, now.Since = s, h.clock.Now()
 	}
 	if it.said != "" || s == StateApplied || s == StateBraked {
-		st.LastError = it.said
+		now.LastError = it.said
 	}
-	if !slices.Equal(st.Lacks, c.lacks) {
-		st.Lacks = c.lacks
-		h.consumers.dirty = true
-	}
-	st.NextCheck = time.Time{}
+	now.Lacks = c.lacks
+	now.NextCheck = time.Time{}
 	if c.applied {
-		st.NextCheck = h.nextVerify()
-		if c.lost.nextAt.After(st.NextCheck) {
-			st.NextCheck = c.lost.nextAt
+		now.NextCheck = h.nextVerify()
+		if c.lost.nextAt.After(now.NextCheck) {
+			now.NextCheck = c.lost.nextAt
 		}
 	}
-	if st.State != was.State || st.Since != was.Since || st.LastError != was.LastError || st.NextCheck != was.NextCheck {
-		h.consumers.dirty = true
+	if now.State != was.State || now.Since != was.Since || now.LastError != was.LastError || now.NextCheck != was.NextCheck ||
+		!slices.Equal(now.Lacks, was.Lacks) {
+		*h.editStatus(c), h.consumers.dirty = now, true
 	}
 }
 
 // views are the listed consumers' states and statuses for a Report, made anew only where some
 // changed: a Report's maps and slices are never changed once handed out.
-func (h *Harness) views(items []*item) (map[string]State, []Status) {
+func (h *Harness) views(items []*item) (map[string]State, []*Status) {
 	if !h.consumers.dirty && len(h.viewStatus) == len(items) {
 		return h.viewStates, h.viewStatus
 	}
 	states := make(map[string]State, len(items))
-	status := make([]Status, len(items))
+	status := make([]*Status, len(items))
 	for i, it := range items {
 		st := h.statusOf(it.c)
-		states[it.c.as], status[i] = st.State, *st
+		states[it.c.as], status[i] = st.State, st
 	}
+	h.published++ // each status handed out from here on is changed in a copy
 	h.viewStates, h.viewStatus, h.consumers.dirty = states, status, false
 	return states, status
 }
