@@ -28,6 +28,8 @@ type loop interface {
 	Progress() domain.Progress
 	// Settling is, during the first pass, every listed consumer as far as it has got.
 	Settling() []domain.Status
+	// WatchedBy tells the loop, before Run, whether its wake-ups cover every file it reads.
+	WatchedBy(complete func() bool)
 }
 
 // server is what the daemon asks of the backend besides what the loop does with it, to say
@@ -119,6 +121,7 @@ func (d *daemon) run(ctx context.Context) error {
 		defer w.Close()
 		w.Watch([]string{d.cfg.Receives}) // before the first pass reads it
 		go forward(ctx, w.Wake(), poke)
+		d.loop.WatchedBy(w.Complete) // passes on the timer need not stat every secret
 	}
 	// SIGHUP is the daemon convention for "read your inputs again": a pass at once, which also
 	// tries again what was refused, whatever is left of its wait.

@@ -43,6 +43,7 @@ func (l *fakeLoop) RetryNow()                                                 {}
 func (l *fakeLoop) LastProgress() time.Time                                   { return l.progress }
 func (l *fakeLoop) Progress() domain.Progress                                 { return domain.Progress{} }
 func (l *fakeLoop) Settling() []domain.Status                                 { return nil }
+func (l *fakeLoop) WatchedBy(func() bool)                                     {}
 
 func newTestDaemon(s *fakeServer, l *fakeLease) *daemon {
 	return newDaemon(Config{Resource: "postgres", Every: 5 * time.Second, HoldsTimeout: 30 * time.Second},

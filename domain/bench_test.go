@@ -170,12 +170,23 @@ func BenchmarkStopMidPass(b *testing.B) {
 // BenchmarkListedMemory is the loop's memory with n consumers listed and applied, each op a pass
 // between verify intervals: the heap the loop keeps (in use after a collection, less what was
 // in use before the loop was made, and with what the fake keeps of what it made let go), the
-// test process's resident set (the loop's and the test's own), and a pass's CPU.
+// test process's resident set (the loop's and the test's own), and a pass's CPU; watched, where
+// the daemon's watch covers every folder (WatchedBy).
 func BenchmarkListedMemory(b *testing.B) {
-	for _, n := range []int{10000, 100000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+	for _, c := range []struct {
+		n       int
+		watched bool
+	}{{10000, false}, {100000, false}, {100000, true}} {
+		name := fmt.Sprint(c.n)
+		if c.watched {
+			name += "/watched"
+		}
+		b.Run(name, func(b *testing.B) {
 			base := heapInuse()
-			h, backend := appliedFleet(b, n)
+			h, backend := appliedFleet(b, c.n)
+			if c.watched { // the daemon's watch covers every folder: passes on the timer stat no secret
+				h.WatchedBy(func() bool { return true })
+			}
 			// What the fake keeps of what it made is the server's, not the loop's: let go.
 			// Passes between verify intervals ask the backend nothing.
 			backend.creates, backend.store, backend.holders = nil, nil, nil

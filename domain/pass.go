@@ -24,6 +24,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	h.begin()
 	defer h.end()
 	if h.retry.Swap(false) {
+		h.woken.Store(true) // SIGHUP reads the secrets again
 		for _, c := range h.consumers.by {
 			if c.refusal != nil { // tried at once, and still refused until it is made
 				c.refusal.times, c.refusal.nextAt = 0, time.Time{}
@@ -36,6 +37,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	start := h.clock.Now()
 	h.heldUntil = time.Time{} // said again by this pass's withdraw, if it gets there
+	h.lookAtSecrets = h.woken.Swap(false) || h.watching == nil || !h.watching()
 	defer func() {
 		r.Took = h.clock.Now().Sub(start)
 		r.Leaving = h.leavingViews()
@@ -67,6 +69,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	verifying := h.clock.Now().Sub(h.verifiedAt) >= h.cfg.VerifyEvery
 	if verifying {
 		h.verifiedAt = h.clock.Now()
+		h.lookAtSecrets = true
 	}
 	items := h.readSecrets(given)
 	h.listing(items)

@@ -80,6 +80,26 @@ func TestRunPassesOnTheTimerAndOnWake(t *testing.T) {
 	waitFor(t, done) // Run stops when its context ends
 }
 
+// A wake-up (a change the watch saw) has the next pass look at each secret, where the timer's
+// passes take them as last read (WatchedBy).
+func TestAWakeUpLooksAtTheSecretsAgain(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	w.contributions(consumer("letta", "/s/letta"))
+	w.h.WatchedBy(func() bool { return true })
+	wake := make(chan struct{})
+	c, cancel := context.WithCancel(ctx)
+	defer cancel()
+	passes, _ := running(c, w, wake)
+	waitFor(t, passes)
+	is.Equal(w.backend.createsOf("letta"), 1)
+	w.write("/s/letta", "rotated")
+	wake <- struct{}{}
+	waitFor(t, passes)
+	is.Equal(w.backend.createsOf("letta"), 2) // the rotation applied at once
+}
+
 func TestRunLetsThePassUnderWayFinish(t *testing.T) {
 	is := is.New(t)
 	w := newWorld(t)

@@ -240,3 +240,30 @@ func TestSecretsWhoseFolderIsMissingAreOneLine(t *testing.T) {
 	is.Equal(r.Consumers["m8"], domain.StateWaitingForSecret)
 	is.Equal(w.log.count("m8: secret not readable yet"), 1)
 }
+
+// Where the watch covers every file (WatchedBy), a pass the timer started takes each known
+// secret as last read, without a stat; a pass SIGHUP or a verify pass started looks at each
+// again (a wake-up too: run_test.go), and so does every pass while the watch is not whole.
+func TestAWatchedSecretIsLookedAtWhenWokenOrVerifying(t *testing.T) {
+	is := is.New(t)
+	w := newApplied(t)
+	whole := true
+	w.h.WatchedBy(func() bool { return whole })
+	w.write("/s/letta", "rotated")
+	w.pass(domain.DefaultEvery)
+	is.Equal(w.backend.createsOf("letta"), 1) // the timer's pass: taken as last read
+	w.h.RetryNow()                            // SIGHUP
+	w.pass(time.Second)
+	is.Equal(w.backend.createsOf("letta"), 2) // looked at: the rotation applied
+
+	w.write("/s/letta", "again")
+	w.pass(domain.DefaultEvery)
+	is.Equal(w.backend.createsOf("letta"), 2)
+	w.pass(domain.DefaultVerifyEvery) // a verify pass looks
+	is.Equal(w.backend.createsOf("letta"), 3)
+
+	whole = false // a folder the watch lost
+	w.write("/s/letta", "third")
+	w.pass(domain.DefaultEvery)
+	is.Equal(w.backend.createsOf("letta"), 4) // every pass looks
+}

@@ -147,6 +147,26 @@ func (w *Watcher) poke() {
 	}
 }
 
+// Complete is whether a change to any file of the list last given to Watch wakes the loop:
+// each of their folders is watched (none missing, none beyond inotify's limit, none removed
+// since), and Watch was given a list.
+func (w *Watcher) Complete() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.files != nil && len(w.missing) == 0 && len(w.full) == 0
+}
+
+// gone notes that a watched folder was removed or renamed, which ends its watch: it is missing
+// until Watch adds it again.
+func (w *Watcher) gone(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.folders[dir] {
+		delete(w.folders, dir)
+		w.missing[dir] = true
+	}
+}
+
 // Close stops watching.
 func (w *Watcher) Close() error {
 	err := w.w.Close()
@@ -160,9 +180,12 @@ func (w *Watcher) loop() {
 	var fire <-chan time.Time
 	for {
 		select {
-		case _, ok := <-w.w.Events:
+		case ev, ok := <-w.w.Events:
 			if !ok {
 				return
+			}
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				w.gone(filepath.Clean(ev.Name)) // where it is a watched folder itself
 			}
 			if timer == nil {
 				timer = time.NewTimer(w.debounce)
@@ -175,6 +198,7 @@ func (w *Watcher) loop() {
 				return
 			}
 			w.errs(err)
+			w.poke() // events may be lost (the queue overflowed): the loop looks at every file again
 		case <-fire:
 			fire = nil
 			w.poke()

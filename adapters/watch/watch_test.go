@@ -145,3 +145,42 @@ func TestInotifyLimitIsSaidOnce(t *testing.T) {
 	is.NoErr(os.WriteFile(files[0], []byte("pw"), 0o600))
 	is.True(woken(w)) // a watched folder still wakes the loop
 }
+
+// A secret's folder removed and made again (a consumer's secrets recreated) is watched again:
+// Complete says the watch is not whole from the removal until the next Watch adds it back, and
+// a secret written in the new folder wakes the loop.
+func TestAFolderRemovedAndMadeAgainIsWatchedAgain(t *testing.T) {
+	is := is.New(t)
+	root := t.TempDir()
+	folder := filepath.Join(root, "letta")
+	is.NoErr(os.Mkdir(folder, 0o700))
+	secret := filepath.Join(folder, "secret")
+	w, err := watch.New(time.Millisecond, nil)
+	is.NoErr(err)
+	defer w.Close()
+	is.True(!w.Complete()) // no list yet
+	w.Watch([]string{secret})
+	is.True(woken(w))
+	is.True(w.Complete())
+
+	is.NoErr(os.RemoveAll(folder))
+	is.True(woken(w))                                          // the removal wakes
+	poll(t, "not whole", func() bool { return !w.Complete() }) // and the watch is not whole
+	is.NoErr(os.Mkdir(folder, 0o700))
+	w.Watch([]string{secret}) // the same list: the folder added back
+	is.True(woken(w))
+	is.True(w.Complete())
+	is.NoErr(os.WriteFile(secret, []byte("pw"), 0o600))
+	is.True(woken(w)) // a secret written there wakes the loop
+}
+
+// poll waits for cond, with a limit against a hang, not a timing.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("never: %s", what)
+}
