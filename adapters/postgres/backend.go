@@ -151,6 +151,8 @@ type Backend struct {
 	major atomic.Int32
 	// blocked are the superusers' prepared transactions found in the provider's way.
 	blocked blockedBy
+	// sizes are the consumers' databases as Usage last sized them.
+	sizes sizes
 }
 
 var (

@@ -1,6 +1,10 @@
 package postgres
 
-import "github.com/novox/postgres-provider/adapters/postgres/scram"
+import (
+	"time"
+
+	"github.com/novox/postgres-provider/adapters/postgres/scram"
+)
 
 // Derivations counts the PBKDF2 derivations b ran to verify stored passwords.
 func (b *Backend) Derivations() int {
@@ -29,5 +33,17 @@ func (b *Backend) TakeSlots() (release func()) {
 	}
 }
 
-// UsageQuery is the query Usage sends, for a benchmark to have the server explain.
-const UsageQuery = usageQuery
+// SizesRead is how many databases Usage has sized.
+func (b *Backend) SizesRead() int {
+	b.sizes.mu.Lock()
+	defer b.sizes.mu.Unlock()
+	return b.sizes.read
+}
+
+// SetSizesFresh sets how long a size is taken as last read while nothing was written, and
+// gives back a function that restores it.
+func SetSizesFresh(d time.Duration) (restore func()) {
+	was := sizesFresh
+	sizesFresh = d
+	return func() { sizesFresh = was }
+}

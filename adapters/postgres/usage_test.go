@@ -5,12 +5,15 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/ports"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 func TestUsageIsEachConsumersSizeAndSessions(t *testing.T) {
@@ -23,6 +26,7 @@ func TestUsageIsEachConsumersSizeAndSessions(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(len(before), 2)                // the login without a role left out
 	is.True(before[p.As].DatabaseBytes > 0) // an empty database has its catalog
+	is.Equal(e.b.SizesRead(), 2)            // each sized
 
 	conn := e.mustLogin(p.As, p.Password, p.As)
 	_, err = conn.Exec(ctx, "CREATE TABLE filler AS SELECT repeat('x', 1000) AS pad FROM generate_series(1, 16384)")
@@ -32,8 +36,14 @@ func TestUsageIsEachConsumersSizeAndSessions(t *testing.T) {
 	is.True(table >= 16<<20) // 16,384 rows of 1 kB: at least 16 MiB
 	e.mustLogin(p.As, p.Password, p.As)
 
-	after, err := e.b.Usage(ctx, []string{p.As, q.As})
-	is.NoErr(err)
+	// The server counts the rows written once the session reports them (within seconds): the
+	// size follows at the first read after.
+	var after map[string]postgres.Usage
+	poll.Eventually(t, "the rows written counted", 30*time.Second, func() bool {
+		after, err = e.b.Usage(ctx, []string{p.As, q.As})
+		is.NoErr(err)
+		return after[p.As].DatabaseBytes-before[p.As].DatabaseBytes >= table
+	})
 	grew := after[p.As].DatabaseBytes - before[p.As].DatabaseBytes
 	is.True(grew >= table && grew < table+4<<20)                    // the table shows, and little else
 	is.Equal(after[p.As].Connections, 2)                            // its two sessions
@@ -41,10 +51,56 @@ func TestUsageIsEachConsumersSizeAndSessions(t *testing.T) {
 	is.Equal(after[q.As].DatabaseBytes, before[q.As].DatabaseBytes) // the other's unchanged
 }
 
+// A database nobody wrote to since it was sized is not sized again (pg_database_size walks its
+// files) until sizesFresh has passed; its size stands. Where the server counts no rows written
+// (a statistics collector without a socket), each is sized at every read, as before.
+func TestUsageSizesOnlyWhatWasWrittenTo(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p, q := provision(name("use")), provision(name("use"))
+	e.mustCreate(p)
+	e.mustCreate(q)
+	for _, c := range []ports.Provision{p, q} {
+		conn := e.mustLogin(c.As, c.Password, c.As)
+		_, err := conn.Exec(ctx, "CREATE TABLE t AS SELECT 1 AS one")
+		is.NoErr(err)
+		is.NoErr(conn.Close(ctx)) // a session's counts are reported by its end at the latest
+	}
+	counts := func() bool {
+		var n int64
+		is.NoErr(e.admin("").QueryRow(ctx, "SELECT pg_stat_get_db_tuples_inserted(oid) FROM pg_database WHERE datname = $1", q.As).Scan(&n))
+		return n > 0
+	}
+	counted := false
+	for deadline := time.Now().Add(5 * time.Second); !counted && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		counted = counts()
+	}
+	logins := []string{p.As, q.As}
+	first, err := e.b.Usage(ctx, logins)
+	is.NoErr(err)
+	read := e.b.SizesRead()
+	again, err := e.b.Usage(ctx, logins)
+	is.NoErr(err)
+	is.Equal(again, first) // the sizes stand
+	if !counted {
+		t.Logf("this server counts no rows written: each database sized at every read")
+		is.Equal(e.b.SizesRead(), read+2)
+		return
+	}
+	is.Equal(e.b.SizesRead(), read) // nothing written since: nothing sized
+
+	restore := postgres.SetSizesFresh(0)
+	defer restore()
+	_, err = e.b.Usage(ctx, logins)
+	is.NoErr(err)
+	is.Equal(e.b.SizesRead(), read+2) // sized longer ago than sizesFresh: both again
+}
+
 // BenchmarkUsage is the usage read at 1,000 consumers (PROVISIONER_BENCH_CONSUMERS to change
-// it), each a role owning a database copied from template0, on a server of its own: what the
-// daemon asks every --usage-every. It reports the server's own time for the query (EXPLAIN
-// ANALYZE) beside the round trip.
+// it), each a role owning a database copied from template0 and written to once (as the
+// provider's create does), on a server of its own: what the daemon asks every --usage-every.
+// It reports the server's CPU for the first read, which sizes every database, and for each read
+// after, which sizes none (nothing written since), beside the round trip.
 func BenchmarkUsage(b *testing.B) {
 	n := 1000
 	if s := os.Getenv("PROVISIONER_BENCH_CONSUMERS"); s != "" {
@@ -65,23 +121,35 @@ func BenchmarkUsage(b *testing.B) {
 			if _, err := conn.Exec(ctx, "CREATE ROLE "+logins[i]+" LOGIN"); err != nil {
 				return err
 			}
-			_, err = conn.Exec(ctx, "CREATE DATABASE "+logins[i]+" OWNER "+logins[i]+" TEMPLATE template0")
+			if _, err = conn.Exec(ctx, "CREATE DATABASE "+logins[i]+" OWNER "+logins[i]+" TEMPLATE template0"); err != nil {
+				return err
+			}
+			cfg := conn.Config().Copy()
+			cfg.Database = logins[i]
+			in, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer in.Close(ctx)
+			_, err = in.Exec(ctx, "CREATE SCHEMA written")
 			return err
 		})
 	}
 	is.New(b).NoErr(g.Wait()) // the consumers' roles and databases
-	var plan []string
-	rows, err := e.admin("").Query(ctx, "EXPLAIN (ANALYZE, FORMAT TEXT) "+postgres.UsageQuery, logins)
-	is.New(b).NoErr(err)
-	plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	is.New(b).NoErr(err)
-	b.Logf("%d consumers: %s", n, plan[len(plan)-1]) // Execution Time
+	cpu0 := e.serverCPU()
+	if u, err := e.b.Usage(ctx, logins); err != nil || len(u) != n {
+		b.Fatalf("usage: %d of %d, %v", len(u), n, err)
+	}
+	b.Logf("%d consumers: the first read, which sizes each database, took %.0f ms of the server's CPU", n,
+		(e.serverCPU()-cpu0).Seconds()*1000) // a metric reported before the loop is reset with its timer
 	b.ResetTimer()
+	cpu0 = e.serverCPU()
 	for b.Loop() {
 		u, err := e.b.Usage(ctx, logins)
 		if err != nil || len(u) != n {
 			b.Fatalf("usage: %d of %d, %v", len(u), n, err)
 		}
 	}
+	b.ReportMetric((e.serverCPU()-cpu0).Seconds()*1000/float64(b.N), "server-cpu-ms/op")
 	b.ReportMetric(float64(n), "consumers")
 }
