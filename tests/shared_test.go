@@ -240,6 +240,10 @@ func TestUsageShowsEachConsumersSizeAndConnections(t *testing.T) {
 	is.NoErr(conn.QueryRow(ctx, "SELECT pg_total_relation_size('filler')").Scan(&table))
 	is.True(table >= 32<<20) // 32,768 rows of 1 kB
 	is.NoErr(query(t, url, "", "SELECT pg_database_size('"+small.as+"')", &empty))
+	// The writer's session ends, which reports its row counts (14 reports them at a session's
+	// next transaction or its end, and the read sizes what they show written); another is held.
+	is.NoErr(conn.Close(ctx))
+	mustConnect(t, url, big.as, big.password, big.as)
 
 	type usage struct {
 		DatabaseBytes float64 `json:"database_bytes"`
