@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -148,6 +149,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	}
 	var update []string
 	defaults := map[string]string{}
+	offer := newOfferings(conn) // what the server has of each, read once for the pins and the updates
 	for _, x := range want {
 		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
@@ -158,7 +160,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 			}
 			continue
 		}
-		made, err := b.createExtension(ctx, db.Conn, w, x)
+		made, err := b.createExtension(ctx, db.Conn, w, x, offer)
 		if err != nil {
 			return changed, lacks, err
 		}
@@ -169,7 +171,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	}
 	var failed error
 	if len(update) > 0 && len(updates) > 0 {
-		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults, newOfferings(conn))
+		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults, offer)
 		if err != nil {
 			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}
@@ -190,12 +192,13 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 // createExtension creates x in the consumer's database db, as the provider, in the provider's
 // schema (or the one its control file fixes, where that is not one the consumer can write) at
 // the version pinned, else the default; it answers whether it created it. One the server does
-// not let a provider that is not a superuser create is said once and skipped.
-func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension) (bool, error) {
+// not let a provider that is not a superuser create is said once and skipped. offer is what the
+// server has of it.
+func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings) (bool, error) {
 	version, at := "", x.version
 	if pin := w.pins[x.name]; pin != "" {
 		at = pin
-		if ok, err := b.offers(ctx, db, w.role, x.name, pin); err != nil || !ok {
+		if ok, err := b.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
 			if err != nil {
 				return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
 			}
@@ -252,24 +255,17 @@ SELECT string_agg(DISTINCT n.nspname::text, ', ') FROM req
 JOIN pg_catalog.pg_extension x ON x.extname = req.name JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace
 WHERE n.nspname NOT IN ('pg_catalog', '` + extensionSchema + `')`
 
-// offers is whether the server has version of the extension name, saying once where it has
-// not: the pin is refused for that extension, the others go on.
-func (b *Backend) offers(ctx context.Context, db *pgx.Conn, role, name, version string) (bool, error) {
-	var ok bool
-	var offer *string
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extension_versions WHERE name = $1 AND version = $2),
-       (SELECT string_agg(version::text, ', ' ORDER BY version) FROM pg_catalog.pg_available_extension_versions WHERE name = $1)`,
-		name, version).Scan(&ok, &offer)
-	if err != nil || ok {
+// offers is whether the server has version of the extension name (as offer read it), saying
+// once where it has not: the pin is refused for that extension, the others go on.
+func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, version string) (bool, error) {
+	o, err := offer.of(ctx, name)
+	if ok := slices.Contains(o.versions, version); err != nil || ok {
 		b.said.clear(role + "/" + name + "/pin")
 		return ok, err
 	}
-	has := ""
-	if offer != nil {
-		has = *offer
-	}
 	if b.said.first(role+"/"+name+"/pin", version) {
-		b.say(slog.LevelWarn, role, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version, has)
+		b.say(slog.LevelWarn, role, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
+			strings.Join(o.versions, ", "))
 	}
 	return false, nil
 }
