@@ -23,8 +23,8 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	h.step()
 	h.begin()
 	defer h.end()
-	if h.retry.Swap(false) {
-		h.woken.Store(true) // SIGHUP reads the secrets again
+	retried := h.retry.Swap(false)
+	if retried {
 		for _, c := range h.consumers.by {
 			if c.refusal != nil { // tried at once, and still refused until it is made
 				c.refusal.times, c.refusal.nextAt = 0, time.Time{}
@@ -37,7 +37,8 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	}
 	start := h.clock.Now()
 	h.heldUntil = time.Time{} // said again by this pass's withdraw, if it gets there
-	h.lookAtSecrets = h.woken.Swap(false) || h.watching == nil || !h.watching()
+	woken := h.woken.Swap(false)
+	h.lookAtSecrets = woken || retried || h.watching == nil || !h.watching() // SIGHUP reads the secrets again too
 	defer func() {
 		r.Took = h.clock.Now().Sub(start)
 		r.Leaving = h.leavingViews()

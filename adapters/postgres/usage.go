@@ -43,8 +43,8 @@ type sizes struct {
 // databases each owns, with their sessions counted by role, in one query; then the size of
 // those written to since they were last sized (their rows inserted, updated or deleted, the
 // catalog's included, as pg_stat_database counts them), or where it counts none, or sized
-// longer ago than sizesFresh, in a second. A login without a role is left out; a database the provider may not connect to
-// counts nothing. It changes nothing on the server.
+// longer ago than sizesFresh, in a second. A login without a role is left out; a database the
+// provider may not connect to counts nothing. It changes nothing on the server.
 func (b *Backend) Usage(ctx context.Context, logins []string) (map[string]Usage, error) {
 	out := make(map[string]Usage, len(logins))
 	if len(logins) == 0 {
