@@ -74,10 +74,7 @@ func TestUsageSizesOnlyWhatWasWrittenTo(t *testing.T) {
 			[]string{p.As, q.As}).Scan(&n))
 		return n > 0
 	}
-	counted := false
-	for deadline := time.Now().Add(5 * time.Second); !counted && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		counted = counts()
-	}
+	counted := poll.Within(5*time.Second, counts)
 	logins := []string{p.As, q.As}
 	first, err := e.b.Usage(ctx, logins)
 	is.NoErr(err)

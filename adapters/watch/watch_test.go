@@ -12,6 +12,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/adapters/watch"
+	"github.com/novox/postgres-provider/tests/poll"
 )
 
 // woken waits for a wake-up; the limit guards against a hang, it is not a timing.
@@ -164,23 +165,12 @@ func TestAFolderRemovedAndMadeAgainIsWatchedAgain(t *testing.T) {
 	is.True(w.Complete())
 
 	is.NoErr(os.RemoveAll(folder))
-	is.True(woken(w))                                          // the removal wakes
-	poll(t, "not whole", func() bool { return !w.Complete() }) // and the watch is not whole
+	is.True(woken(w))                                                                     // the removal wakes
+	poll.Eventually(t, "not whole", 10*time.Second, func() bool { return !w.Complete() }) // and the watch is not whole
 	is.NoErr(os.Mkdir(folder, 0o700))
 	w.Watch([]string{secret}) // the same list: the folder added back
 	is.True(woken(w))
 	is.True(w.Complete())
 	is.NoErr(os.WriteFile(secret, []byte("pw"), 0o600))
 	is.True(woken(w)) // a secret written there wakes the loop
-}
-
-// poll waits for cond, with a limit against a hang, not a timing.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("never: %s", what)
 }
