@@ -17,8 +17,8 @@ const maxChangesSaid = 8
 // backend is not asked: these are the entry's words, whatever backend makes them.
 func entryChanges(was, now contribution) []string {
 	var out []string
-	out = appendChanges(out, "values", was.Values, now.Values)
-	out = appendChanges(out, "derived", was.Derived, now.Derived)
+	out = appendChanges(out, "values", was.Values(), now.Values())
+	out = appendChanges(out, "derived", was.Derived(), now.Derived())
 	if len(out) > maxChangesSaid {
 		out = append(out[:maxChangesSaid], fmt.Sprintf("%d more", len(out)-maxChangesSaid))
 	}

@@ -20,7 +20,7 @@ type consumer struct {
 	hash    [sha256.Size]byte
 	shape   [sha256.Size]byte // what it asked for, but its password, when applied
 	// entry is what it asked for when applied (its values and derived), to say what a change
-	// of its entry changed; the same maps as the file's last parse where its shape is the same.
+	// of its entry changed; the same strings as the file's last parse where its shape is the same.
 	entry contribution
 	// record is the backend's record of it, where recorded is set; seenWithdrawn is when this
 	// process first saw it withdrawn: its drop waits DropAfter from no earlier than that.

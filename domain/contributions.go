@@ -11,19 +11,32 @@ import (
 	"time"
 )
 
-// contribution is one entry of the contributions file's given list.
-type contribution struct {
+// entry is one entry of the contributions file's given list, as the file has it.
+type entry struct {
 	As      string         `json:"as"`
 	Secret  string         `json:"secret"`
 	Node    string         `json:"node"`
 	At      string         `json:"at"`
 	Values  map[string]any `json:"values"`
 	Derived map[string]any `json:"derived"`
+}
+
+// contribution is what the loop keeps of an entry that grants a credential. Its values and
+// derived are kept as their canonical JSON (sorted keys, no spaces), a few dozen bytes each,
+// where the decoded maps cost some 900 bytes a consumer (100,000 consumers: 90 MB); they are
+// decoded when the backend is asked (item.provision) or a change of the entry is said.
+type contribution struct {
+	As, Secret, Node, At string
+	values, derived      string
 
 	// shape is the digest of what the consumer asked for, but its password: the login, values
 	// and derived. It is computed once per parse, so that a pass hashes only the password.
 	shape [sha256.Size]byte
 }
+
+// Values and Derived are the entry's values and derived, decoded anew: the caller's to keep.
+func (g contribution) Values() map[string]any  { return decoded(g.values) }
+func (g contribution) Derived() map[string]any { return decoded(g.derived) }
 
 // maxFile is the most the loop reads of the contributions file. A file listing 100,000
 // consumers, pretty-printed with long secret paths, is about 40 MB; one larger than this is a
@@ -152,9 +165,9 @@ func (h *Harness) parse(raw []byte) {
 		return
 	}
 	said := make(map[string]bool)
-	given := make([]contribution, 0, len(entries))
+	given := make([]entry, 0, len(entries))
 	for i, e := range entries {
-		var g contribution
+		var g entry
 		if err := json.Unmarshal(e, &g); err != nil {
 			f.bad++
 			as, line := h.badEntry(i, e, err)
@@ -220,7 +233,7 @@ func kindOf(t reflect.Type) string {
 // grants keeps the entries that grant a credential: those with both `as` and `secret`. Where a
 // login is listed twice, the first entry wins, and that is said once; applying both would flip
 // the consumer between two passwords on every pass.
-func (h *Harness) grants(given []contribution) []contribution {
+func (h *Harness) grants(given []entry) []contribution {
 	out := make([]contribution, 0, len(given))
 	seen := make(map[string]bool, len(given))
 	dup := map[string]bool{}
@@ -239,9 +252,7 @@ func (h *Harness) grants(given []contribution) []contribution {
 			continue
 		}
 		seen[g.As] = true
-		g.Values, g.Derived = orEmpty(g.Values), orEmpty(g.Derived)
-		g.shape = shapeOf(g)
-		out = append(out, g)
+		out = append(out, kept(g))
 	}
 	h.file.dup = dup
 	return out
@@ -261,17 +272,32 @@ func (h *Harness) warn(why string) {
 	h.file.warning = why
 }
 
-// shapeOf is the digest of what g asks for but its password. Derived is in it: a provider that
-// renames what it derives gave a different resource. The maps are marshalled with sorted keys,
-// so the same request written in another order is the same shape.
-func shapeOf(g contribution) [sha256.Size]byte {
-	b, _ := json.Marshal([]any{g.As, g.Values, g.Derived})
-	return sha256.Sum256(b)
+// kept is what the loop keeps of the granting entry g: its maps in canonical form (a missing
+// one is empty), and its shape, the digest of what it asks for but its password. Derived is in
+// it: a provider that renames what it derives gave a different resource. The maps are written
+// with sorted keys, so the same request written in another order is the same shape; the digest
+// is of [as, values, derived], as one JSON array.
+func kept(g entry) contribution {
+	as, _ := json.Marshal(g.As)
+	values, derived := canonical(g.Values), canonical(g.Derived)
+	return contribution{As: g.As, Secret: g.Secret, Node: g.Node, At: g.At, values: values, derived: derived,
+		shape: sha256.Sum256([]byte("[" + string(as) + "," + values + "," + derived + "]"))}
 }
 
-func orEmpty(m map[string]any) map[string]any {
+// canonical is m as JSON with sorted keys, "{}" where it is nil. What JSON decoded encodes
+// without error.
+func canonical(m map[string]any) string {
 	if m == nil {
-		return map[string]any{}
+		return "{}"
 	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// decoded is the object whose canonical JSON is s, never nil. What canonical wrote decodes
+// without error.
+func decoded(s string) map[string]any {
+	m := map[string]any{}
+	_ = json.Unmarshal([]byte(s), &m)
 	return m
 }

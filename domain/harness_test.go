@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -179,6 +180,33 @@ func TestProvisionCarriesWhatTheFileSays(t *testing.T) {
 		Values:  map[string]any{"name": "letta", "extensions": []any{"vector"}},
 		Derived: map[string]any{"database": "letta_db"},
 	}) // every field delivered
+}
+
+// TestProvisionCarriesAwkwardValuesAsTheFileSaysThem: what the loop keeps of an entry between
+// passes (its canonical JSON) gives the backend exactly what the file's JSON decodes to, and the
+// same entry written with other spacing and key order is the same entry.
+func TestProvisionCarriesAwkwardValuesAsTheFileSaysThem(t *testing.T) {
+	is := is.New(t)
+	w := newWorld(t)
+	w.write("/s/letta", "pw")
+	raw := `{"requirement": "postgres", "given": [{"as": "letta", "secret": "/s/letta", "values": {"name": "l<&>tta",
+"extensions": ["vector", {"name": "pg_trgm", "version": "1.6"}], "x": {"": null, "é\u2028": [1e21, 0.1, -0.0, true]}},
+"derived": {"settings": {"work_mem": "64MB"}, "connection_limit": 5}}]}`
+	w.write(receives, raw)
+	w.pass(0)
+	var file struct {
+		Given []struct{ Values, Derived map[string]any }
+	}
+	is.NoErr(json.Unmarshal([]byte(raw), &file))
+	p := w.backend.lastCreate()
+	is.Equal(p.Values, file.Given[0].Values)   // values as the file's JSON decodes them
+	is.Equal(p.Derived, file.Given[0].Derived) // derived too
+
+	w.write(receives, `{"given":[{"derived":{"connection_limit":5.0,"settings":{"work_mem":"64MB"}},"secret":"/s/letta","as":"letta",
+"values":{"x":{"é\u2028":[1E+21,0.10,-0,true],"":null},"extensions":["vector",{"version":"1.6","name":"pg_trgm"}],"name":"l\u003c&>tta"}}],
+"requirement":"postgres"}`)
+	w.pass(5 * time.Second)
+	is.Equal(w.backend.createsOf("letta"), 1) // the same entry, written otherwise: not created again
 }
 
 func TestMissingValuesAndDerivedAreEmpty(t *testing.T) {

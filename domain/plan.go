@@ -74,7 +74,7 @@ type item struct {
 // made when asked for, not kept: 100,000 items would keep 11 MB of copies of their entries.
 func (it *item) provision() ports.Provision {
 	g := it.g
-	return ports.Provision{As: g.As, Password: it.c.password, Values: g.Values, Derived: g.Derived, At: g.At, Node: g.Node,
+	return ports.Provision{As: g.As, Password: it.c.password, Values: g.Values(), Derived: g.Derived(), At: g.At, Node: g.Node,
 		Login: it.granted[login], SkipInside: it.skipInside, Updates: it.updates}
 }
 
