@@ -13,20 +13,17 @@ import (
 type consumer struct {
 	as string
 
-	// listed is whether the file lists it now.
-	listed bool
-	// applied is whether this process applied it (or confirmed it held), as hash asks.
-	applied bool
-	hash    [sha256.Size]byte
-	shape   [sha256.Size]byte // what it asked for, but its password, when applied
+	// listed is whether the file lists it now; applied whether this process applied it (or
+	// confirmed it held), as hash asks; recorded whether record holds the backend's record of
+	// it; isUnasked whether its check was left unanswered (unasked). Side by side, the four
+	// take one word: 100,000 consumers are kept.
+	listed, applied, recorded, isUnasked bool
+
+	hash [sha256.Size]byte
 	// entry is what it asked for when applied (its values and derived), to say what a change
 	// of its entry changed; the same strings as the file's last parse where its shape is the same.
-	entry contribution
-	// record is the backend's record of it, where recorded is set; seenWithdrawn is when this
-	// process first saw it withdrawn: its drop waits DropAfter from no earlier than that.
-	record        ports.Managed
-	recorded      bool
-	seenWithdrawn time.Time
+	entry  contribution
+	record ports.Managed
 
 	// Its secret: password (known to the scrub), memo (as last read), waiting (passes it
 	// could not be read in a row), refusedSecret (what was said of a secret that cannot be a
@@ -43,27 +40,55 @@ type consumer struct {
 	failing     *repeat
 	refusal     *refusal
 	unasked     int
-	isUnasked   bool
 	uncheckable *repeat
 	// due is when each costly part of its check is next due (budgets.go); zero until first
 	// scheduled.
 	due [parts]time.Time
 	// lacks is what its last create or check said it lacks (ports.Holding.Lacks).
 	lacks []string
-	// waitSaid is the file's change its withdrawal's wait was said for (sayWaiting).
-	waitSaid time.Time
 	// removing is its withdrawal or drop under way: said once, and its failures.
 	removing *repeat
-	// held is what holds its drop back (ports.DropHeld), and heldFails how many times in a
-	// row its archive failed; retryDrop is when a failed one is tried again.
-	held      *ports.DropHeld
-	heldFails int
-	retryDrop time.Time
+	// leaving is what its withdrawal and drop keep, nil where it never left (left reads it).
+	leaving *leaving
 
 	// status is what the Report says of it while it is listed; statusAt is the count of views
 	// handed out when it was made (editStatus).
 	status   *Status
 	statusAt uint64
+}
+
+// leaving is what the loop keeps of a consumer's withdrawal and drop, apart: most consumers
+// never leave, and each of 100,000 listed is kept.
+type leaving struct {
+	// seenWithdrawn is when this process first saw it withdrawn: its drop waits DropAfter from
+	// no earlier than that.
+	seenWithdrawn time.Time
+	// waitSaid is the file's change its withdrawal's wait was said for (sayWaiting).
+	waitSaid time.Time
+	// held is what holds its drop back (ports.DropHeld), and heldFails how many times in a
+	// row its archive failed; retryDrop is when a failed one is tried again.
+	held      *ports.DropHeld
+	heldFails int
+	retryDrop time.Time
+}
+
+// notLeft is what left reads of a consumer that never left. Never written.
+var notLeft leaving
+
+// left is what c's withdrawal and drop keep, to read: the zero value where it never left.
+func (c *consumer) left() *leaving {
+	if c.leaving == nil {
+		return &notLeft
+	}
+	return c.leaving
+}
+
+// leave is what c's withdrawal and drop keep, to write: made at its first.
+func (c *consumer) leave() *leaving {
+	if c.leaving == nil {
+		c.leaving = &leaving{}
+	}
+	return c.leaving
 }
 
 // managed is whether it counts as one the provider manages: applied, or recorded and active.
@@ -143,7 +168,7 @@ func (s *store) list(given []contribution) {
 // markApplied marks c applied as hash (and shape, without the password) asks, and, where made,
 // recorded and active.
 func (s *store) markApplied(c *consumer, hash [sha256.Size]byte, g contribution, made bool) {
-	c.applied, c.hash, c.shape, c.entry = true, hash, g.shape, g
+	c.applied, c.hash, c.entry = true, hash, g
 	if made {
 		c.record, c.recorded = ports.Managed{As: c.as}, true
 		c.removing = nil
@@ -165,7 +190,7 @@ func (s *store) markUnapplied(c *consumer) {
 func (s *store) markWithdrawn(c *consumer, now time.Time) {
 	c.applied, c.lost, c.removing = false, brake{}, nil
 	c.record, c.recorded = ports.Managed{As: c.as, Withdrawn: true, Since: now}, true
-	c.seenWithdrawn = now
+	c.leave().seenWithdrawn = now
 	s.setPassword(c, "")
 	s.changes++
 }
@@ -175,15 +200,18 @@ func (s *store) recordIs(managed []ports.Managed) {
 	inRecord := make(map[string]bool, len(managed))
 	for _, m := range managed {
 		c := s.add(m.As)
-		if !m.Withdrawn {
-			c.seenWithdrawn = time.Time{} // back: a later withdrawal counts afresh
+		if !m.Withdrawn && c.leaving != nil {
+			c.leaving.seenWithdrawn = time.Time{} // back: a later withdrawal counts afresh
 		}
 		c.record, c.recorded = m, true
 		inRecord[m.As] = true
 	}
 	for as, c := range s.by {
 		if !inRecord[as] && c.recorded {
-			c.record, c.recorded, c.seenWithdrawn = ports.Managed{}, false, time.Time{}
+			c.record, c.recorded = ports.Managed{}, false
+			if c.leaving != nil {
+				c.leaving.seenWithdrawn = time.Time{}
+			}
 			s.forgetIfIdle(c)
 		}
 	}

@@ -94,8 +94,8 @@ func (h *Harness) readContributions() ([]contribution, bool) {
 	case !h.file.read:
 		// At a start, the file has been as it is since it was last written.
 		h.file.changedAt, h.file.firstRead = now, now
-		if id.mtime.Before(now) {
-			h.file.changedAt = id.mtime
+		if mtime := time.Unix(0, id.mtime); mtime.Before(now) {
+			h.file.changedAt = mtime
 		}
 	case id != h.file.id || digest != h.file.digest:
 		h.file.changedAt = now

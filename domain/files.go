@@ -7,14 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"time"
 )
 
 // fileID is what identifies one state of a file without reading it: a file rewritten in place,
 // replaced by rename, or touched, has another.
 type fileID struct {
 	size  int64
-	mtime time.Time
+	mtime int64 // its modification time, in nanoseconds since 1970
 	inode uint64
 	// ctime is when the file's inode last changed, which every write does and no writer can
 	// set back (as touch and rsync set mtime); zero where the filesystem does not say.
@@ -23,7 +22,7 @@ type fileID struct {
 
 // idOf is the identity of name in the state fi describes.
 func (h *Harness) idOf(name string, fi os.FileInfo) fileID {
-	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
+	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	id.inode, id.ctime = h.fs.Identity(name, fi)
 	return id
 }

@@ -214,11 +214,11 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 // never shortened by reading the record again.
 func (h *Harness) forgetAll() {
 	for as, c := range h.consumers.by {
-		if c.seenWithdrawn.IsZero() {
+		if c.left().seenWithdrawn.IsZero() {
 			h.consumers.forget(c)
 			continue
 		}
-		h.consumers.by[as] = &consumer{as: as, seenWithdrawn: c.seenWithdrawn}
+		h.consumers.by[as] = &consumer{as: as, leaving: &leaving{seenWithdrawn: c.leaving.seenWithdrawn}}
 		h.consumers.setPassword(c, "")
 	}
 	h.consumers.changes++

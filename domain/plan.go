@@ -131,7 +131,7 @@ func (h *Harness) planLeaving() []*item {
 		switch {
 		case c.managed():
 			it := &item{c: c, act: withdraw, active: true}
-			if dropAtOnce && !now.Before(c.retryDrop) { // else withdrawn while its drop waits out a failed archive
+			if dropAtOnce && !now.Before(c.left().retryDrop) { // else withdrawn while its drop waits out a failed archive
 				it.act = drop
 			}
 			out = append(out, it)
@@ -139,8 +139,8 @@ func (h *Harness) planLeaving() []*item {
 		default:
 			h.seeWithdrawn(c)
 			due := dropDue(c, h.cfg.DropAfter, now)
-			if c.retryDrop.After(due) {
-				due = c.retryDrop // its archive failed: tried again after a back-off
+			if retry := c.left().retryDrop; retry.After(due) {
+				due = retry // its archive failed: tried again after a back-off
 			}
 			switch {
 			case !now.Before(due):
@@ -160,8 +160,8 @@ func (h *Harness) planLeaving() []*item {
 
 // seeWithdrawn notes when this process first saw c withdrawn, which its drop waits from.
 func (h *Harness) seeWithdrawn(c *consumer) {
-	if c.seenWithdrawn.IsZero() {
-		c.seenWithdrawn = h.clock.Now()
+	if c.left().seenWithdrawn.IsZero() {
+		c.leave().seenWithdrawn = h.clock.Now()
 	}
 }
 
@@ -171,7 +171,7 @@ func (h *Harness) seeWithdrawn(c *consumer) {
 // it counts as seen now. Compared with the clock's Now (Before), the process's own clock
 // decides where it saw the withdrawal itself: a wall clock stepped forward drops nothing early.
 func dropDue(c *consumer, after time.Duration, now time.Time) time.Time {
-	from := c.seenWithdrawn
+	from := c.left().seenWithdrawn
 	if from.IsZero() {
 		from = now
 	}
@@ -187,8 +187,8 @@ func dropDue(c *consumer, after time.Duration, now time.Time) time.Time {
 // DropAfter, by the same clock that decided.
 func withdrawnFor(c *consumer, now time.Time) time.Duration {
 	d := max(now.Sub(c.record.Since), 0)
-	if !c.seenWithdrawn.IsZero() {
-		d = max(d, now.Sub(c.seenWithdrawn))
+	if seen := c.left().seenWithdrawn; !seen.IsZero() {
+		d = max(d, now.Sub(seen))
 	}
 	return d
 }

@@ -160,7 +160,7 @@ func (h *Harness) foresee(ctx context.Context, items []*item) ([]Planned, error)
 func (h *Harness) previewLeaving() ([]Planned, bool) {
 	for _, c := range h.consumers.by {
 		if c.recorded && c.record.Withdrawn && !c.record.Since.IsZero() {
-			c.seenWithdrawn = c.record.Since
+			c.leave().seenWithdrawn = c.record.Since
 		}
 	}
 	now := h.clock.Now()

@@ -175,7 +175,7 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 		return c, "repaired", c.as + ": repaired"
 	case it.did == ports.ActAdopt:
 		return c, "adopted", c.as + ": adopted"
-	case c.applied && c.shape == it.g.shape:
+	case c.applied && c.entry.shape == it.g.shape:
 		return c, "password rotated", c.as + ": password rotated"
 	case c.applied:
 		line = c.as + ": updated to what its entry now asks for"
@@ -265,7 +265,9 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 			h.dropHeld(c, held, r)
 			continue
 		}
-		c.held, c.heldFails = nil, 0
+		if c.leaving != nil {
+			c.leaving.held, c.leaving.heldFails = nil, 0
+		}
 		if it.err != nil {
 			r.Failures++
 			verb := "remove"
@@ -298,7 +300,8 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 // and the drop called again next pass; a failed one is said as the drop's failure and tried
 // again after a back-off that doubles from dropRetryFirst to maxBackoff.
 func (h *Harness) dropHeld(c *consumer, held *ports.DropHeld, r *Report) {
-	c.held = held
+	l := c.leave()
+	l.held = held
 	if !held.Failed {
 		if c.removing.tally(held.Error()) {
 			h.say(slog.LevelInfo, c.as, "%s: %s", c.as, h.scrubbed(c, held))
@@ -306,9 +309,9 @@ func (h *Harness) dropHeld(c *consumer, held *ports.DropHeld, r *Report) {
 		return
 	}
 	r.Failures++
-	wait := min(dropRetryFirst<<min(c.heldFails, 10), maxBackoff)
-	c.heldFails++
-	c.retryDrop = h.clock.Now().Add(wait)
+	wait := min(dropRetryFirst<<min(l.heldFails, 10), maxBackoff)
+	l.heldFails++
+	l.retryDrop = h.clock.Now().Add(wait)
 	if c.removing.tally(held.Error()) {
 		h.say(slog.LevelWarn, c.as, "%s: %s%s", c.as, h.scrubbed(c, held), h.retrying(fmt.Sprintf("; tried again in %s", wait)))
 	}

@@ -107,8 +107,8 @@ func (h *Harness) leavingViews() []Leaving {
 		}
 		l := Leaving{As: c.as}
 		switch {
-		case c.held != nil && !c.held.Failed:
-			l.State, l.LastError = LeavingArchiving, Scrub(c.held.Error(), c.password)
+		case c.left().held != nil && !c.left().held.Failed:
+			l.State, l.LastError = LeavingArchiving, Scrub(c.left().held.Error(), c.password)
 		case c.removing != nil && c.removing.times > 0:
 			l.State, l.LastError = LeavingFailing, c.removing.text
 		case c.managed() && h.mass:

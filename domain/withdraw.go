@@ -201,10 +201,10 @@ func (h *Harness) sayWaiting(leaving []*item, need time.Duration) {
 	due := h.withdrawalDue(false)
 	for _, it := range leaving {
 		c := it.c
-		if !it.active || c.waitSaid.Equal(h.file.changedAt) {
+		if !it.active || c.left().waitSaid.Equal(h.file.changedAt) {
 			continue
 		}
-		c.waitSaid = h.file.changedAt
+		c.leave().waitSaid = h.file.changedAt
 		then := "withdrawn at " + due.UTC().Format(time.RFC3339)
 		if h.cfg.OnWithdraw == Drop {
 			then += " and dropped with its data at " + due.Add(h.cfg.DropAfter).UTC().Format(time.RFC3339)
