@@ -50,16 +50,16 @@ type item struct {
 
 	index      int // its position in the file
 	act        action
-	continued  bool          // a check the last pass did not get an answer to
-	asked      bool          // a check was made; its answer counts
-	notAsked   bool          // a check was planned and not made (an earlier one timed out, or a stop)
-	checked    ports.Checked // a check's answer
-	called     bool          // the backend was called for it: Create, Remove or Drop
-	err        error         // Create's, Remove's or Drop's error
-	did        ports.Act     // what Create said it did
-	lacks      []string      // what Create said it lacks (an *ports.Incomplete, after the rest was done)
-	brake      brake         // what the consumer's brake was when the pass began
-	updates    []string      // the staged changes its create may make (stage)
+	continued  bool           // a check the last pass did not get an answer to
+	asked      bool           // a check was made; its answer counts
+	notAsked   bool           // a check was planned and not made (an earlier one timed out, or a stop)
+	checked    *ports.Checked // a check's answer, in the batch's answers; nil until answered (answer)
+	called     bool           // the backend was called for it: Create, Remove or Drop
+	err        error          // Create's, Remove's or Drop's error
+	did        ports.Act      // what Create said it did
+	lacks      []string       // what Create said it lacks (an *ports.Incomplete, after the rest was done)
+	brake      brake          // what the consumer's brake was when the pass began
+	updates    []string       // the staged changes its create may make (stage)
 	timedOut   bool
 	granted    [parts]bool // the costly parts of a check this pass makes (budgets.go)
 	skipInside bool        // a check that takes what is inside as last found (its inside not granted)
@@ -76,6 +76,18 @@ func (it *item) provision() ports.Provision {
 	g := it.g
 	return ports.Provision{As: g.As, Password: it.c.password, Values: g.Values(), Derived: g.Derived(), At: g.At, Node: g.Node,
 		Login: it.granted[login], SkipInside: it.skipInside, Updates: it.updates}
+}
+
+// unanswered is what answer reads of an item whose check was not answered. Never written.
+var unanswered ports.Checked
+
+// answer is its check's answer, the zero value where none was: an answer (144 bytes) is kept by
+// the items checked, not by each of 100,000 items every pass.
+func (it *item) answer() *ports.Checked {
+	if it.checked == nil {
+		return &unanswered
+	}
+	return it.checked
 }
 
 // usable is whether its secret could be read and can be a password.

@@ -147,7 +147,7 @@ func (h *Harness) returned(n int, it *item) {
 	}
 	switch {
 	case it == nil:
-	case it.act == check && it.checked.Held:
+	case it.act == check && it.answer().Held:
 		// Held, and let make a staged change (settleCheck): no re-apply, and a failed update
 		// halts its rollout rather than failing the consumer.
 		if failed := new(ports.UpdateFailed); it.err != nil && !errors.As(it.err, &failed) {

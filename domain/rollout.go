@@ -111,13 +111,13 @@ func (s *stager) resumeRollouts() (any bool) {
 func (h *Harness) stage(checks []*item) {
 	s := &h.stages
 	for _, it := range checks { // first what is held, so that a change some consumer has is not new
-		if !it.asked || it.checked.Err != nil || it.skipInside { // one that did not look inside says nothing of it
+		if !it.asked || it.answer().Err != nil || it.skipInside { // one that did not look inside says nothing of it
 			continue
 		}
 		for _, r := range s.rollouts {
 			delete(r.waiting, it.c.as)
 		}
-		for _, key := range it.checked.Has {
+		for _, key := range it.answer().Has {
 			s.hold(key, it.c.as, h.clock.Now())
 			if r := s.rollouts[key]; r != nil {
 				r.done[it.c.as] = true
@@ -125,13 +125,13 @@ func (h *Harness) stage(checks []*item) {
 		}
 	}
 	for _, it := range checks {
-		if !it.asked || it.checked.Err != nil || it.skipInside { // one that did not look inside says nothing of it
+		if !it.asked || it.answer().Err != nil || it.skipInside { // one that did not look inside says nothing of it
 			continue
 		}
 		as := it.c.as
 		st := h.statusOf(it.c)
 		var words []string
-		for _, u := range it.checked.Updates {
+		for _, u := range it.answer().Updates {
 			switch {
 			case u.Refused != "":
 				words = append(words, u.Word+" ("+u.Step+" refused: "+u.Refused+")") // /status says why it stays
@@ -157,9 +157,9 @@ func (h *Harness) stage(checks []*item) {
 				h.say(slog.LevelInfo, "", "rollout of %s resumes: the backend's offer for it changed (%s)", r.key, u.Offer)
 			}
 		}
-		if !slices.Equal(st.Updates, words) || !slices.Equal(st.Kept, it.checked.Kept) {
+		if !slices.Equal(st.Updates, words) || !slices.Equal(st.Kept, it.answer().Kept) {
 			st = h.editStatus(it.c)
-			st.Updates, st.Kept, h.consumers.dirty = words, it.checked.Kept, true
+			st.Updates, st.Kept, h.consumers.dirty = words, it.answer().Kept, true
 		}
 	}
 	h.pruneRollouts()
@@ -315,7 +315,7 @@ func (h *Harness) settleUpdates(it *item) error {
 			}
 			continue
 		}
-		for _, u := range it.checked.Updates {
+		for _, u := range it.answer().Updates {
 			if u.Key == key {
 				h.audit(c, "extension updated", c.as+": "+u.Done)
 			}
@@ -329,7 +329,7 @@ func (h *Harness) settleUpdates(it *item) error {
 	}
 	st := h.editStatus(c)
 	st.Updates = slices.DeleteFunc(slices.Clone(st.Updates), func(w string) bool {
-		for _, u := range it.checked.Updates {
+		for _, u := range it.answer().Updates {
 			if u.Word == w && slices.Contains(it.updates, u.Key) && (failed == nil || failed.Update.Key != u.Key) {
 				return true
 			}

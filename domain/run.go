@@ -46,8 +46,8 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	h.resume = 0
 	stopped := false
 	for i, it := range checks {
-		it.checked = answers[i]
-		err := it.checked.Err
+		it.checked = &answers[i]
+		err := it.answer().Err
 		switch {
 		case err != nil && (errors.Is(err, ports.ErrNotAsked) || ctx.Err() != nil):
 			it.notAsked = true
@@ -72,7 +72,7 @@ func (h *Harness) run(ctx context.Context, items []*item) {
 	}
 	h.stage(checks)
 	h.creates(ctx, items, "applying again", func(it *item) bool {
-		return it.asked && it.checked.Err == nil && (!it.checked.Held || len(it.updates) > 0)
+		return it.asked && it.answer().Err == nil && (!it.answer().Held || len(it.updates) > 0)
 	})
 }
 

@@ -113,19 +113,19 @@ func (h *Harness) sharedCauses(items []*item) map[string]*sharedCause {
 			continue
 		}
 		checked = true
-		if it.checked.Err == nil {
+		if it.answer().Err == nil {
 			continue
 		}
 		if byCause == nil {
 			byCause = map[string]*sharedCause{}
 		}
-		key, refused := causeOf(it.checked.Err), ports.IsRefusal(it.checked.Err)
+		key, refused := causeOf(it.answer().Err), ports.IsRefusal(it.answer().Err)
 		if refused {
-			key = refusedCause(it.checked.Err)
+			key = refusedCause(it.answer().Err)
 		}
 		s := byCause[key]
 		if s == nil {
-			s = &sharedCause{text: h.scrubbed(nil, errors.New(causeOf(it.checked.Err))), refused: refused}
+			s = &sharedCause{text: h.scrubbed(nil, errors.New(causeOf(it.answer().Err))), refused: refused}
 			byCause[key] = s
 		}
 		s.logins = append(s.logins, it.c.as)

@@ -26,28 +26,28 @@ func (h *Harness) settle(items []*item, r *Report) {
 			if it.notAsked {
 				r.Unchecked++
 			}
-		case it.checked.Err != nil && ports.IsRefusal(it.checked.Err):
+		case it.answer().Err != nil && ports.IsRefusal(it.answer().Err):
 			// Its entry asks for what the backend will not make (a setting taken off the allowed
 			// list since it was made): a refusal, not trouble with the server. What was made for
 			// it is left as it is; its next check asks again.
 			r.Failures++
-			it.said = h.scrubbed(c, it.checked.Err)
+			it.said = h.scrubbed(c, it.answer().Err)
 			c.uncheckable = nil
 			if c.refusal == nil || c.refusal.hash != it.hash {
 				c.refusal = &refusal{hash: it.hash}
 			}
-			if s := shared[refusedCause(it.checked.Err)]; s != nil {
+			if s := shared[refusedCause(it.answer().Err)]; s != nil {
 				h.sayShared(s)
 				tally(&c.failing, it.said)
 			} else if tally(&c.failing, it.said) {
 				h.say(slog.LevelWarn, c.as, "%s: refused: %s; what was made for it is left as it is", c.as, it.said)
 			}
-		case it.checked.Err != nil:
+		case it.answer().Err != nil:
 			// Unable to ask is not evidence of loss.
 			r.Unchecked++
 			r.CheckErrors++
-			it.said = h.scrubbed(c, it.checked.Err)
-			if s := shared[causeOf(it.checked.Err)]; s != nil {
+			it.said = h.scrubbed(c, it.answer().Err)
+			if s := shared[causeOf(it.answer().Err)]; s != nil {
 				h.sayShared(s)
 			} else if tally(&c.uncheckable, it.said) {
 				h.say(slog.LevelWarn, c.as, "%s: could not check the backend%s: %s", c.as, h.retrying(", will ask again"), it.said)
@@ -69,10 +69,10 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 	c := it.c
 	st := h.editStatus(c)
 	st.CheckedAt, h.consumers.dirty = h.clock.Now(), true
-	c.lacks = it.checked.Lacks
+	c.lacks = it.answer().Lacks
 	h.answered(it)
 	it.err = h.settleUpdates(it)
-	if it.checked.Held {
+	if it.answer().Held {
 		st.Drift = nil
 		c.lost = brake{}
 		if it.act == confirm {
@@ -84,7 +84,7 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		}
 		return
 	}
-	st.Drift = it.checked.Drift
+	st.Drift = it.answer().Drift
 	if !it.called {
 		return // not held, and not applied again: the pass was stopped first
 	}
@@ -100,13 +100,13 @@ func (h *Harness) settleCheck(it *item, r *Report) {
 		h.say(slog.LevelWarn, c.as, "%s: the backend no longer holds it; applying again", c.as)
 	} else {
 		what := "what was applied"
-		if len(it.checked.Drift) > 0 {
-			what = strings.Join(it.checked.Drift, ", ")
+		if len(it.answer().Drift) > 0 {
+			what = strings.Join(it.answer().Drift, ", ")
 		}
 		h.say(slog.LevelWarn, c.as, "%s: %s changed back after being applied (%d times in a row); applying again", c.as, what, reapplying)
 	}
-	if len(it.checked.Drift) > 0 {
-		h.say(slog.LevelWarn, c.as, "%s: what drifted: %s", c.as, strings.Join(it.checked.Drift, ", "))
+	if len(it.answer().Drift) > 0 {
+		h.say(slog.LevelWarn, c.as, "%s: what drifted: %s", c.as, strings.Join(it.answer().Drift, ", "))
 	}
 	h.settleCreate(it, reapplying, r)
 }
@@ -169,8 +169,8 @@ func (h *Harness) eventOf(it *item, reapplying int) (c *consumer, event, line st
 	c = it.c
 	switch {
 	case reapplying > 0 || it.act == confirm:
-		if len(it.checked.Drift) > 0 {
-			return c, "repaired", fmt.Sprintf("%s: repaired (%s)", c.as, strings.Join(it.checked.Drift, ", "))
+		if len(it.answer().Drift) > 0 {
+			return c, "repaired", fmt.Sprintf("%s: repaired (%s)", c.as, strings.Join(it.answer().Drift, ", "))
 		}
 		return c, "repaired", c.as + ": repaired"
 	case it.did == ports.ActAdopt:
