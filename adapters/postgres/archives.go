@@ -47,12 +47,21 @@ const sqlArchiveTable = `CREATE TABLE IF NOT EXISTS ` + archiveTable + ` (
 	deleted_at timestamptz)`
 
 // archives are the dumps the Backend takes before drops: at most one a database, Parallel at
-// once, each on the Backend's own context, so that a pass never waits for one.
+// once, each on the Backend's own context, so that a pass never waits for one. What they need of
+// the Backend is named here: its pool, whose record they keep (resource), the database of its
+// own sessions (home), how it logs and says a line, and how pg_dump reaches a database as it
+// does.
 type archives struct {
-	to    *archive.Archiver
-	slots chan struct{}
-	ctx   context.Context
-	stop  context.CancelFunc
+	to       *archive.Archiver
+	slots    chan struct{}
+	ctx      context.Context
+	stop     context.CancelFunc
+	pool     *pgxpool.Pool
+	resource string
+	home     string
+	log      ports.Logger // the audit trail's line of an archive made
+	say      func(level slog.Level, consumer, format string, args ...any)
+	source   func(db, role string) archive.Source
 
 	mu     sync.Mutex
 	counts ports.ArchiveCounts
@@ -71,15 +80,17 @@ type archiveRun struct {
 	err   error
 }
 
-func newArchives(to *archive.Archiver, parallel int) *archives {
+// newArchives are the archives of the Backend b, made with to, parallel at once.
+func newArchives(b *Backend, to *archive.Archiver, parallel int) *archives {
 	ctx, stop := context.WithCancel(context.Background())
-	return &archives{to: to, slots: make(chan struct{}, max(1, parallel)), ctx: ctx, stop: stop, runs: map[string]*archiveRun{}}
+	return &archives{to: to, slots: make(chan struct{}, max(1, parallel)), ctx: ctx, stop: stop, runs: map[string]*archiveRun{},
+		pool: b.pool, resource: b.resource, home: b.home, log: b.log, say: b.say, source: b.dumpSource}
 }
 
 // archivedFirst answers nil where each of dbs has an archive in the record (or is gone), and
 // where one has not, a *ports.DropHeld: its dump started, under way, or failed (and the next
 // call starts another).
-func (b *Backend) archivedFirst(ctx context.Context, conn *pgxpool.Conn, as string, r record, dbs []string) error {
+func (a *archives) archivedFirst(ctx context.Context, conn *pgxpool.Conn, as string, r record, dbs []string) error {
 	for _, db := range dbs {
 		var oid uint32
 		err := conn.QueryRow(ctx, "SELECT oid FROM pg_catalog.pg_database WHERE datname = $1", db).Scan(&oid)
@@ -89,14 +100,14 @@ func (b *Backend) archivedFirst(ctx context.Context, conn *pgxpool.Conn, as stri
 		if err != nil {
 			return fmt.Errorf("find database %s: %w", db, err)
 		}
-		name, err := b.archiveOf(ctx, conn, as, oid)
+		name, err := a.archiveOf(ctx, conn, as, oid)
 		if err != nil {
 			return err
 		}
 		if name != "" {
 			continue
 		}
-		if err := b.archiving(as, db, oid, r); err != nil {
+		if err := a.archiving(as, db, oid, r); err != nil {
 			return err
 		}
 	}
@@ -104,13 +115,13 @@ func (b *Backend) archivedFirst(ctx context.Context, conn *pgxpool.Conn, as stri
 }
 
 // archiveOf is the name of the recorded archive (not deleted) of the database oid of as; "" for none.
-func (b *Backend) archiveOf(ctx context.Context, q *pgxpool.Conn, as string, oid uint32) (string, error) {
+func (a *archives) archiveOf(ctx context.Context, q *pgxpool.Conn, as string, oid uint32) (string, error) {
 	if there, err := archivesReadable(ctx, q); err != nil || !there {
 		return "", err // no table the provider can read: nothing of its was archived on this server yet
 	}
 	var name *string
 	err := q.QueryRow(ctx, `SELECT (SELECT name FROM `+archiveTable+` WHERE resource = $1 AND login = $2 AND database_oid = $3
-	    AND deleted_at IS NULL ORDER BY made_at DESC LIMIT 1)`, b.resource, as, oid).Scan(&name)
+	    AND deleted_at IS NULL ORDER BY made_at DESC LIMIT 1)`, a.resource, as, oid).Scan(&name)
 	if err != nil {
 		return "", fmt.Errorf("read the archives' record (%s): %w", archiveTable, err)
 	}
@@ -122,8 +133,7 @@ func (b *Backend) archiveOf(ctx context.Context, q *pgxpool.Conn, as string, oid
 
 // archiving starts the dump of db, or answers how the one started stands: nil once it is made
 // and recorded, else a *ports.DropHeld.
-func (b *Backend) archiving(as, db string, oid uint32, r record) error {
-	a := b.archives
+func (a *archives) archiving(as, db string, oid uint32, r record) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	run := a.runs[db]
@@ -131,7 +141,7 @@ func (b *Backend) archiving(as, db string, oid uint32, r record) error {
 		now := time.Now().UTC()
 		run = &archiveRun{name: fmt.Sprintf("%s-%s-%d-%s.dump", as, db, oid, now.Format("20060102T150405Z")), since: now, done: make(chan struct{})}
 		a.runs[db] = run
-		go b.archive(run, as, db, oid, r)
+		go a.archive(run, as, db, oid, r)
 	}
 	select {
 	case <-run.done:
@@ -199,9 +209,8 @@ func archivesReadable(ctx context.Context, q *pgxpool.Conn) (bool, error) {
 const maxListed = 1000
 
 // archive takes one dump, in a slot, checks and records it, counts it, and closes run.done.
-func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) {
+func (a *archives) archive(run *archiveRun, as, db string, oid uint32, r record) {
 	defer close(run.done)
-	a := b.archives
 	var made archive.Made
 	defer func() {
 		a.mu.Lock()
@@ -221,37 +230,37 @@ func (b *Backend) archive(run *archiveRun, as, db string, oid uint32, r record) 
 		run.err = a.ctx.Err()
 		return
 	}
-	server, err := b.serverMajor(a.ctx)
+	server, err := a.serverMajor(a.ctx)
 	if err == nil {
-		err = b.dumpable(a.ctx, server)
+		err = a.dumpable(a.ctx, server)
 	}
 	if run.err = err; err != nil {
 		return
 	}
-	made, err = a.to.Archive(a.ctx, b.dumpSource(db, as), run.name)
+	made, err = a.to.Archive(a.ctx, a.source(db, as), run.name)
 	if err != nil {
 		run.err = err
 		return
 	}
-	if run.err = b.recordArchive(a.ctx, as, db, oid, made, r); run.err != nil {
+	if run.err = a.recordArchive(a.ctx, as, db, oid, made, r); run.err != nil {
 		return
 	}
-	if b.log != nil { // the audit trail's, as the domain's created and dropped are
-		b.log.Log(ports.Entry{Level: slog.LevelInfo, Consumer: as, Event: "archived", Message: fmt.Sprintf(
+	if a.log != nil { // the audit trail's, as the domain's created and dropped are
+		a.log.Log(ports.Entry{Level: slog.LevelInfo, Consumer: as, Event: "archived", Message: fmt.Sprintf(
 			"%s: archived %s (%s) as %s (sha256 %s) before its drop, in %s", as, db, bytesText(made.Size),
 			a.to.Where(made.Name), made.SHA256, made.Took.Round(time.Millisecond))})
 	}
 	if gone, err := a.to.Sweep(time.Now()); err != nil {
-		b.say(slog.LevelWarn, "", "archives older than --archive-keep: %v", err)
+		a.say(slog.LevelWarn, "", "archives older than --archive-keep: %v", err)
 	} else if len(gone) > 0 {
-		b.markDeleted(a.ctx, gone)
+		a.markDeleted(a.ctx, gone)
 	}
 }
 
 // dumpable refuses a pg_dump older than the server (of major server), which cannot dump it;
 // said once as well.
-func (b *Backend) dumpable(ctx context.Context, server int) error {
-	major, line, err := b.archives.to.DumpMajor(ctx)
+func (a *archives) dumpable(ctx context.Context, server int) error {
+	major, line, err := a.to.DumpMajor(ctx)
 	switch {
 	case err != nil:
 		return err
@@ -263,38 +272,38 @@ func (b *Backend) dumpable(ctx context.Context, server int) error {
 	default:
 		return nil
 	}
-	if !b.archives.warned.Swap(true) {
-		b.say(slog.LevelWarn, "", "no drop can be archived: %v", err)
+	if !a.warned.Swap(true) {
+		a.say(slog.LevelWarn, "", "no drop can be archived: %v", err)
 	}
 	return err
 }
 
 // serverMajor is the server's major version, as the pool's sessions find it.
-func (b *Backend) serverMajor(ctx context.Context) (int, error) {
+func (a *archives) serverMajor(ctx context.Context) (int, error) {
 	var n int
-	if err := b.pool.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int / 10000").Scan(&n); err != nil {
+	if err := a.pool.QueryRow(ctx, "SELECT pg_catalog.current_setting('server_version_num')::int / 10000").Scan(&n); err != nil {
 		return 0, fmt.Errorf("read the server's version: %w", err)
 	}
 	return n, nil
 }
 
 // recordArchive writes made into the archives' record, making its table where it is missing.
-func (b *Backend) recordArchive(ctx context.Context, as, db string, oid uint32, made archive.Made, r record) error {
+func (a *archives) recordArchive(ctx context.Context, as, db string, oid uint32, made archive.Made, r record) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	conn, err := b.pool.Acquire(ctx)
+	conn, err := a.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("record archive %s: %w", made.Name, err)
 	}
 	defer conn.Release()
-	if err := b.archiveTableReady(ctx, conn); err != nil {
+	if err := a.archiveTableReady(ctx, conn); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, `INSERT INTO `+archiveTable+` (name, resource, login, database, database_oid, place, size, sha256,
 	    server_version, made_at, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.current_setting('server_version'), $9, $10)`,
-		made.Name, b.resource, as, db, oid, b.archives.to.Where(made.Name), made.Size, made.SHA256, time.Now().UTC(), string(doc))
+		made.Name, a.resource, as, db, oid, a.to.Where(made.Name), made.Size, made.SHA256, time.Now().UTC(), string(doc))
 	if err != nil {
 		return fmt.Errorf("record archive %s in %s: %w", made.Name, archiveTable, err)
 	}
@@ -303,8 +312,7 @@ func (b *Backend) recordArchive(ctx context.Context, as, db string, oid uint32, 
 
 // archiveTableReady makes the archives' schema and table where they are missing, and refuses
 // them where they are somebody else's: what the provider reads back from them decides a drop.
-func (b *Backend) archiveTableReady(ctx context.Context, conn *pgxpool.Conn) error {
-	a := b.archives
+func (a *archives) archiveTableReady(ctx context.Context, conn *pgxpool.Conn) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.table {
@@ -312,7 +320,7 @@ func (b *Backend) archiveTableReady(ctx context.Context, conn *pgxpool.Conn) err
 	}
 	for _, stmt := range []string{"CREATE SCHEMA IF NOT EXISTS " + archiveSchema, sqlArchiveTable} {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("make %s in %s for the archives' record: %w", archiveTable, b.home, err)
+			return fmt.Errorf("make %s in %s for the archives' record: %w", archiveTable, a.home, err)
 		}
 	}
 	var owner string
@@ -330,14 +338,14 @@ func (b *Backend) archiveTableReady(ctx context.Context, conn *pgxpool.Conn) err
 		return fmt.Errorf("check the owner of %s: %w", archiveTable, err)
 	}
 	return refused(fmt.Errorf("%s in %s is owned by %s, not the provider: the archives are not recorded there; drop it, or give it to the provider",
-		archiveTable, b.home, owner))
+		archiveTable, a.home, owner))
 }
 
 // markDeleted notes in the record that the archives named were deleted (--archive-keep).
-func (b *Backend) markDeleted(ctx context.Context, names []string) {
-	if _, err := b.pool.Exec(ctx, `UPDATE `+archiveTable+` SET deleted_at = pg_catalog.now() WHERE name = ANY($1) AND deleted_at IS NULL`,
+func (a *archives) markDeleted(ctx context.Context, names []string) {
+	if _, err := a.pool.Exec(ctx, `UPDATE `+archiveTable+` SET deleted_at = pg_catalog.now() WHERE name = ANY($1) AND deleted_at IS NULL`,
 		names); err != nil {
-		b.say(slog.LevelWarn, "", "note the archives deleted (--archive-keep) in %s: %v", archiveTable, err)
+		a.say(slog.LevelWarn, "", "note the archives deleted (--archive-keep) in %s: %v", archiveTable, err)
 	}
 }
 

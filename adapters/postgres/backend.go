@@ -254,7 +254,7 @@ func New(cfg Config) (*Backend, error) {
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
 		self: cc.User, home: cfg.Database, server: serverName(cc), hosts: len(hostsOf(cc)) > 1, readOnly: cfg.ReadOnly}
 	if cfg.Archive != nil {
-		b.archives = newArchives(cfg.Archive, cfg.ArchiveParallel)
+		b.archives = newArchives(b, cfg.Archive, cfg.ArchiveParallel)
 	}
 	if named != "" && named != cfg.Database {
 		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+

@@ -136,7 +136,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 		return nil, err
 	}
 	if b.archives != nil && !b.archives.checked.Swap(true) {
-		_ = b.dumpable(ctx, version/10000) // a pg_dump that cannot dump the server is said at the start
+		_ = b.archives.dumpable(ctx, version/10000) // a pg_dump that cannot dump the server is said at the start
 	}
 	rows, err := results.Query()
 	if err != nil {

@@ -108,7 +108,7 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 				as, joined(places), as))
 		}
 		if b.archives != nil { // nothing is dropped before it is archived
-			if err := b.archivedFirst(ctx, conn, as, r, h.owns); err != nil {
+			if err := b.archives.archivedFirst(ctx, conn, as, r, h.owns); err != nil {
 				return err
 			}
 		}
