@@ -452,6 +452,37 @@ func TestExtensionsGoToTheProvidersSchemaNotOneTheConsumerMade(t *testing.T) {
 	is.Equal(sqlstate(err), "42501") // the consumer may use the schema, not create in it
 }
 
+// TestTheProvidersSchemaIsWrittenOnlyWhereItsPrivilegesDiffer: a create over a consumer that
+// holds writes nothing to the schema of its extensions (its catalog row keeps its version), and
+// one after an operator opened it (USAGE to PUBLIC; then CREATE to the consumer) closes it again.
+func TestTheProvidersSchemaIsWrittenOnlyWhereItsPrivilegesDiffer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	p := provision(name("schemaacl"), "pg_trgm")
+	e.mustCreate(p)
+	version := func() (xmin string) {
+		is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT xmin::text FROM pg_namespace WHERE nspname = 'extensions'").Scan(&xmin))
+		return xmin
+	}
+	before := version()
+	e.mustCreate(p)
+	is.Equal(version(), before) // as the provider left it: not written again
+
+	e.exec(p.As, "GRANT USAGE ON SCHEMA extensions TO PUBLIC")
+	e.mustCreate(p)
+	var public bool
+	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT has_schema_privilege('public', 'extensions', 'USAGE')").Scan(&public))
+	is.True(!public) // PUBLIC's USAGE taken back
+
+	e.exec(p.As, "GRANT CREATE ON SCHEMA extensions TO "+p.As)
+	e.mustCreate(p)
+	conn := e.mustLogin(p.As, p.Password, p.As)
+	_, err := conn.Exec(ctx, "CREATE FUNCTION extensions.planted() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+	is.Equal(sqlstate(err), "42501") // and the consumer's CREATE
+	var sim float64
+	is.NoErr(conn.QueryRow(ctx, "SELECT similarity('letta', 'lettuce')").Scan(&sim)) // its USAGE kept
+}
+
 func TestASchemaNamedExtensionsTheConsumerMadeIsNotUsed(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)

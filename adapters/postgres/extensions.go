@@ -135,17 +135,9 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	if err := b.ensureSchema(ctx, db.Conn, w.role); err != nil {
-		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
-	}
-	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
+	installed, err := b.ensureSchema(ctx, db.Conn, w.role)
 	if err != nil {
-		return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
-	}
-	installed := map[string]string{}
-	var name, schema string
-	if _, err := pgx.ForEachRow(rows, []any{&name, &schema}, func() error { installed[name] = schema; return nil }); err != nil {
-		return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	var update []string
 	defaults := map[string]string{}
@@ -273,28 +265,55 @@ func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, vers
 // ensureSchema makes the provider's schema in the connected database, or checks that the one
 // there is the provider's (a superuser's, or where the provider is not a superuser, its own
 // role's): a schema of that name the consumer made first is its own to create objects in, and
-// is refused. The consumer's role may use it, and nobody but its owner create in it.
-func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) error {
+// is refused. The consumer's role may use it, and nobody but its owner create in it: its
+// privileges are written only where they are not so already. It answers the extensions
+// installed there, by name, with their schemas, read in the same statement.
+func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) (installed map[string]string, err error) {
 	var owner *string
-	var super bool
-	err := db.QueryRow(ctx, `SELECT pg_catalog.pg_get_userbyid(n.nspowner), r.rolsuper FROM pg_catalog.pg_namespace n
-JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = $1`, extensionSchema).Scan(&owner, &super)
+	var super, granted bool
+	var names, schemas []string
+	err = db.QueryRow(ctx, sqlSchemaAndInstalled, extensionSchema, role).Scan(&owner, &super, &granted, &names, &schemas)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := db.Exec(ctx, "CREATE SCHEMA "+ident(extensionSchema)); err != nil {
-			return err
-		}
 	case err != nil:
-		return err
+		return nil, err
+	case owner == nil:
+		if _, err := db.Exec(ctx, "CREATE SCHEMA "+ident(extensionSchema)); err != nil {
+			return nil, err
+		}
 	case !super && *owner != b.self:
-		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
+		return nil, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
 			"others may create objects", extensionSchema, *owner, b.powers().schemaOwner))
 	}
-	_, err = db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
-		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
-		"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role))
-	return err
+	if owner == nil || !granted {
+		if _, err := db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
+			"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
+			"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role)); err != nil {
+			return nil, err
+		}
+	}
+	installed = make(map[string]string, len(names))
+	for i, name := range names {
+		installed[name] = schemas[i]
+	}
+	return installed, nil
 }
+
+// sqlSchemaAndInstalled answers, for the schema $1 in this database and the consumer's role
+// $2, the schema's owner (NULL where there is none) and whether that is a superuser; whether
+// its privileges are as ensureSchema writes them (nothing to PUBLIC, CREATE to no grant of the
+// role's, USAGE granted the role by the owner), so that writing them again would change nothing;
+// and the extensions installed, with their schemas, in one order.
+const sqlSchemaAndInstalled = `SELECT pg_catalog.pg_get_userbyid(n.nspowner), coalesce(r.rolsuper, false),
+  coalesce(NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
+      WHERE a.grantee = 0 OR a.grantee = c.oid AND a.privilege_type = 'CREATE')
+    AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
+      WHERE a.grantee = c.oid AND a.grantor = n.nspowner AND a.privilege_type = 'USAGE'), false),
+  ARRAY(SELECT e.extname::text FROM pg_catalog.pg_extension e ORDER BY e.oid),
+  ARRAY(SELECT x.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace x ON x.oid = e.extnamespace ORDER BY e.oid)
+FROM (SELECT 1) one
+LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = $1
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+LEFT JOIN pg_catalog.pg_roles c ON c.rolname = $2`
 
 // ensureSearchPath sets the consumer's role's search_path in its database, where it is not
 // already what the provider sets (has, as Create observed it), and answers whether it did.
