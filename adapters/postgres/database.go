@@ -23,14 +23,17 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // for a moment: it is created not accepting connections, PUBLIC loses CONNECT and TEMPORARY,
 // and only then are connections allowed. Where others could connect, they can no longer, and
 // their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
-// which anyone allowed to create databases could copy. f is what Create observed of the
+// which anyone allowed to create databases could copy (one made here, closed until then, had
+// nobody in it to end). f is what Create observed of the
 // consumer before it wrote the role, and cs the verdict's changes; the database is read again,
 // and compared again, only where it is made. It answers the observation as it stands after
 // (the role's settings in it included), and whether it changed anything.
 func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, f observed, cs []change) (_ observed, changed bool, err error) {
 	db, role := d.database, d.role
+	madeClosed := false // made here, closed: nobody else is in it to end
 	if !f.database {
 		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role)+" ALLOW_CONNECTIONS false")
+		madeClosed = err == nil
 		if pgCode(err) == duplicateDatabase || madeMeanwhile(err) {
 			err = nil // made by someone else since we looked; whose it is decides
 		}
@@ -52,7 +55,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			return f, changed, err
 		}
 	}
-	if len(f.open) > 0 {
+	if len(f.open) > 0 && !madeClosed {
 		ended, err := terminate(ctx, conn, othersIn, db, role)
 		if err != nil {
 			return f, changed, fmt.Errorf("end the sessions of others: %w", err)

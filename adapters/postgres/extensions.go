@@ -276,16 +276,16 @@ func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) (
 	switch {
 	case err != nil:
 		return nil, err
-	case owner == nil:
-		if _, err := db.Exec(ctx, "CREATE SCHEMA "+ident(extensionSchema)); err != nil {
-			return nil, err
-		}
-	case !super && *owner != b.self:
+	case owner != nil && !super && *owner != b.self:
 		return nil, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
 			"others may create objects", extensionSchema, *owner, b.powers().schemaOwner))
 	}
 	if owner == nil || !granted {
-		if _, err := db.Exec(ctx, "REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
+		create := ""
+		if owner == nil {
+			create = "CREATE SCHEMA " + ident(extensionSchema) + "; " // one round trip with its privileges
+		}
+		if _, err := db.Exec(ctx, create+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
 			"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
 			"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role)); err != nil {
 			return nil, err
