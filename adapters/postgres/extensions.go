@@ -4,10 +4,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 
@@ -74,42 +76,35 @@ func (b *Backend) lacking(role, name string, available bool) string {
 
 // extensionsToCreate answers which of w's extensions are to be created, and what w lacks (in
 // Holding.Lacks' words), and says, once per consumer and extension until that changes, those
-// that are not: not allowed here (--allow-extensions), or not available on this server.
-func (b *Backend) extensionsToCreate(ctx context.Context, q querier, w wanted) ([]extension, []string, error) {
+// that are not: not allowed here (--allow-extensions), or not available on this server (as
+// offer has it).
+func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wanted) ([]extension, []string, error) {
 	if len(w.extensions) == 0 {
 		return nil, nil, nil
 	}
-	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(v.schema::text, ''), coalesce(e.default_version::text, '')
-FROM pg_catalog.pg_available_extensions e
-LEFT JOIN pg_catalog.pg_available_extension_versions v ON v.name = e.name AND v.version = e.default_version
-WHERE e.name = ANY($1)`, w.extensions)
+	all, err := offer.catalog(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list available extensions: %w", err)
-	}
-	var have []extension
-	var x extension
-	if _, err := pgx.ForEachRow(rows, []any{&x.name, &x.schema, &x.version}, func() error { have = append(have, x); return nil }); err != nil {
 		return nil, nil, fmt.Errorf("list available extensions: %w", err)
 	}
 	var out []extension
 	var lacks []string
 	for _, name := range w.extensions {
 		key := w.role + "/" + name
-		i := slices.IndexFunc(have, func(e extension) bool { return e.name == name })
+		o, available := all[name]
 		switch {
 		case !b.allows(name):
 			lacks = append(lacks, lack(name, lackNotAllowed))
 			if b.said.first(key, "refused") {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 			}
-		case i < 0:
+		case !available:
 			lacks = append(lacks, lack(name, lackNotAvailable))
 			if b.said.first(key, "unavailable") {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is not available on this server; skipped", w.role, name)
 			}
 		default:
 			b.said.clear(key)
-			out = append(out, have[i])
+			out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
 		}
 	}
 	return out, lacks, nil
@@ -126,7 +121,8 @@ WHERE e.name = ANY($1)`, w.extensions)
 // *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
 // role's search path there already the provider's.
 func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
-	want, lacks, err := b.extensionsToCreate(ctx, conn, w)
+	offer := newOfferings(conn) // what the server has of each, read once for this create
+	want, lacks, err := b.extensionsToCreate(ctx, offer, w)
 	if err != nil || len(want) == 0 {
 		return false, lacks, err
 	}
@@ -141,7 +137,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	}
 	var update []string
 	defaults := map[string]string{}
-	offer := newOfferings(conn) // what the server has of each, read once for the pins and the updates
+	present := maps.Clone(installed) // what is installed as each create leaves it (requiredIn)
 	for _, x := range want {
 		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
@@ -152,7 +148,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 			}
 			continue
 		}
-		made, err := b.createExtension(ctx, db.Conn, w, x, offer)
+		made, err := b.createExtension(ctx, db.Conn, w, x, offer, present)
 		if err != nil {
 			return changed, lacks, err
 		}
@@ -186,7 +182,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 // the version pinned, else the default; it answers whether it created it. One the server does
 // not let a provider that is not a superuser create is said once and skipped. offer is what the
 // server has of it.
-func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings) (bool, error) {
+func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string) (bool, error) {
 	version, at := "", x.version
 	if pin := w.pins[x.name]; pin != "" {
 		at = pin
@@ -198,13 +194,15 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		}
 		version = " VERSION " + literal(pin)
 	}
-	var where *string
-	if err := db.QueryRow(ctx, sqlRequiredIn, x.name, at).Scan(&where); err != nil {
+	all, err := offer.catalog(ctx)
+	if err != nil {
 		return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
 	}
-	if where != nil {
+	where, cascades := requiredIn(all, present, x.name, at)
+	if len(where) > 0 {
 		return false, refused(fmt.Errorf("create extension %s in %s: it requires an extension installed in schema %s, where others may "+
-			"create objects; its script would run as a superuser searching that schema, so it is not created", x.name, w.database, *where))
+			"create objects; its script would run as a superuser searching that schema, so it is not created", x.name, w.database,
+			strings.Join(where, ", ")))
 	}
 	statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE"
 	if x.schema != "" {
@@ -229,23 +227,27 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 	}
 	b.refusedExt.Delete(w.role + "/" + x.name)
 	b.said.clear(w.role + "/" + x.name + "/refused")
+	if cascades { // it made others, wherever their control files put them: read where
+		if err := readInstalled(ctx, db, present); err != nil {
+			return true, fmt.Errorf("list extensions in %s: %w", w.database, err)
+		}
+	} else {
+		present[x.name] = cmp.Or(x.schema, extensionSchema)
+	}
 	return true, nil
 }
 
-// sqlRequiredIn names the schemas, other than the catalog and the provider's, of the installed
-// extensions that creating $1 at version $2 requires, through those CASCADE would create:
-// PostgreSQL puts each required extension's schema on the search_path of the script of the
-// one that requires it, which runs as a superuser. NULL where there are none.
-const sqlRequiredIn = `WITH RECURSIVE req (name) AS (
-  SELECT pg_catalog.unnest(v.requires)::text FROM pg_catalog.pg_available_extension_versions v WHERE v.name = $1 AND v.version = $2
-  UNION
-  SELECT pg_catalog.unnest(v.requires)::text FROM req
-  JOIN pg_catalog.pg_available_extensions a ON a.name = req.name
-  JOIN pg_catalog.pg_available_extension_versions v ON v.name = a.name AND v.version = a.default_version
-  WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension x WHERE x.extname = req.name))
-SELECT string_agg(DISTINCT n.nspname::text, ', ') FROM req
-JOIN pg_catalog.pg_extension x ON x.extname = req.name JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace
-WHERE n.nspname NOT IN ('pg_catalog', '` + extensionSchema + `')`
+// readInstalled reads the extensions installed in the connected database into present, by
+// name, with their schemas.
+func readInstalled(ctx context.Context, db *pgx.Conn, present map[string]string) error {
+	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
+	if err != nil {
+		return err
+	}
+	var name, schema string
+	_, err = pgx.ForEachRow(rows, []any{&name, &schema}, func() error { present[name] = schema; return nil })
+	return err
+}
 
 // offers is whether the server has version of the extension name (as offer read it), saying
 // once where it has not: the pin is refused for that extension, the others go on.

@@ -251,82 +251,154 @@ func observeExtensions(ctx context.Context, db *pgx.Conn, w wanted, names []stri
 }
 
 // offered is what the server offers of one extension, alike in every database (its control
-// and script files): its versions in the server's order, the extensions each requires, and
-// the update paths it has, by their ends.
+// and script files): its default version, its versions in the server's order, the extensions
+// each requires and the schema its control file fixes for it ("" where it fixes none), and the
+// update paths it has, by their ends (read only where asked for: offerings.of).
 type offered struct {
+	def      string
 	versions []string
 	requires map[string][]string
+	schemas  map[string]string
 	paths    map[[2]string]bool
 }
 
-// offerings reads what the server offers of an extension at most once for all the checks of a
-// batch (or for one Create): reading it lists every extension's control files and this one's
-// scripts, 0.15-0.5 s of the server's CPU each time on a 2-core machine with 840 versions, and
-// a check of each of a rollout's consumers asked it (issue 40).
+// offerings reads what the server offers at most once for all the checks of a batch (or for
+// one Create): reading it lists every extension's control and script files, 20 ms of the
+// server's CPU on a quiet 2-core machine, 0.15-0.5 s under load with 840 versions, whether one
+// extension is asked for or all; a check of each of a rollout's consumers asked it, and a
+// create asked it once and once more for each extension (issue 40). Each extension's update
+// paths are read apart, on the first ask for them.
 type offerings struct {
-	q    querier
-	mu   sync.Mutex
-	read map[string]*offeredOnce
+	q     querier
+	mu    sync.Mutex // held while every extension's offer is read: one read
+	all   map[string]offered
+	read  bool
+	paths map[string]*pathsOnce
 }
 
-// offeredOnce is one extension's offer, read by the first check that asks; one whose read
-// failed (its own deadline passed) leaves it for the next to read.
-type offeredOnce struct {
-	mu   sync.Mutex
-	done bool
-	o    offered
+// pathsOnce is one extension's update paths, read by the first check that asks; one whose read
+// failed (its own deadline passed) leaves them for the next to read.
+type pathsOnce struct {
+	mu    sync.Mutex
+	done  bool
+	paths map[[2]string]bool
 }
 
-func newOfferings(q querier) *offerings { return &offerings{q: q, read: map[string]*offeredOnce{}} }
+func newOfferings(q querier) *offerings { return &offerings{q: q, paths: map[string]*pathsOnce{}} }
 
-// of is what the server offers of the extension name, read on the first call for it.
-func (f *offerings) of(ctx context.Context, name string) (offered, error) {
+// catalog is what the server offers of every extension it has, by name, read on the first
+// call; a read that failed is tried again by the next.
+func (f *offerings) catalog(ctx context.Context) (map[string]offered, error) {
 	f.mu.Lock()
-	o, ok := f.read[name]
+	defer f.mu.Unlock()
+	if !f.read {
+		all, err := readCatalog(ctx, f.q)
+		if err != nil {
+			return nil, err
+		}
+		f.all, f.read = all, true
+	}
+	return f.all, nil
+}
+
+// of is what the server offers of the extension name, its update paths included.
+func (f *offerings) of(ctx context.Context, name string) (offered, error) {
+	all, err := f.catalog(ctx)
+	if err != nil {
+		return offered{}, err
+	}
+	o := all[name]
+	f.mu.Lock()
+	p, ok := f.paths[name]
 	if !ok {
-		o = &offeredOnce{}
-		f.read[name] = o
+		p = &pathsOnce{}
+		f.paths[name] = p
 	}
 	f.mu.Unlock()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.done {
-		read, err := readOffered(ctx, f.q, name)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done && len(o.versions) > 0 { // the server has none: no paths to ask of it
+		paths, err := readPaths(ctx, f.q, name)
 		if err != nil {
 			return offered{}, err
 		}
-		o.o, o.done = read, true
+		p.paths, p.done = paths, true
 	}
-	return o.o, nil
+	o.paths = p.paths
+	return o, nil
 }
 
-// readOffered reads what the server offers of the extension name.
-func readOffered(ctx context.Context, q querier, name string) (offered, error) {
-	o := offered{requires: map[string][]string{}, paths: map[[2]string]bool{}}
-	rows, err := q.Query(ctx, `SELECT v.version::text, coalesce(v.requires::text[], '{}') FROM pg_catalog.pg_available_extension_versions v
-WHERE v.name = $1 ORDER BY v.version`, name)
+// readCatalog reads what the server offers of every extension, in one statement.
+func readCatalog(ctx context.Context, q querier) (map[string]offered, error) {
+	rows, err := q.Query(ctx, `SELECT e.name::text, coalesce(e.default_version::text, ''), v.version::text, coalesce(v.schema::text, ''),
+  coalesce(v.requires::text[], '{}')
+FROM pg_catalog.pg_available_extensions e LEFT JOIN pg_catalog.pg_available_extension_versions v ON v.name = e.name
+ORDER BY e.name, v.version`)
 	if err != nil {
-		return o, fmt.Errorf("read the versions of extension %s: %w", name, err)
+		return nil, fmt.Errorf("read the extensions the server offers: %w", err)
 	}
-	var version string
+	all := map[string]offered{}
+	var name, def, schema string
+	var version *string
 	var requires []string
-	if _, err := pgx.ForEachRow(rows, []any{&version, &requires}, func() error {
-		o.versions, o.requires[version] = append(o.versions, version), requires
+	if _, err := pgx.ForEachRow(rows, []any{&name, &def, &version, &schema, &requires}, func() error {
+		o, ok := all[name]
+		if !ok {
+			o = offered{def: def, requires: map[string][]string{}, schemas: map[string]string{}}
+		}
+		if version != nil {
+			o.versions, o.requires[*version], o.schemas[*version] = append(o.versions, *version), requires, schema
+		}
+		all[name] = o
 		requires = nil
 		return nil
 	}); err != nil {
-		return o, fmt.Errorf("read the versions of extension %s: %w", name, err)
+		return nil, fmt.Errorf("read the extensions the server offers: %w", err)
 	}
-	if len(o.versions) == 0 {
-		return o, nil // the server has none: no paths to ask of it
-	}
-	rows, err = q.Query(ctx, `SELECT p.source::text, p.target::text FROM pg_catalog.pg_extension_update_paths($1) p WHERE p.path IS NOT NULL`, name)
+	return all, nil
+}
+
+// readPaths reads the update paths the server has for the extension name, by their ends.
+func readPaths(ctx context.Context, q querier, name string) (map[[2]string]bool, error) {
+	paths := map[[2]string]bool{}
+	rows, err := q.Query(ctx, `SELECT p.source::text, p.target::text FROM pg_catalog.pg_extension_update_paths($1) p WHERE p.path IS NOT NULL`, name)
 	if err != nil {
-		return o, fmt.Errorf("read the update paths of extension %s: %w", name, err)
+		return nil, fmt.Errorf("read the update paths of extension %s: %w", name, err)
 	}
 	var from, to string
-	if _, err := pgx.ForEachRow(rows, []any{&from, &to}, func() error { o.paths[[2]string{from, to}] = true; return nil }); err != nil {
-		return o, fmt.Errorf("read the update paths of extension %s: %w", name, err)
+	if _, err := pgx.ForEachRow(rows, []any{&from, &to}, func() error { paths[[2]string{from, to}] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("read the update paths of extension %s: %w", name, err)
 	}
-	return o, nil
+	return paths, nil
+}
+
+// requiredIn names the schemas, other than the catalog and the provider's, of the extensions
+// installed (by name, in their schemas) that creating name at version requires, directly or
+// through those CASCADE would create at their default versions: PostgreSQL puts each required
+// extension's schema on the search_path of the script of the one that requires it, which runs
+// as a superuser. It answers them sorted, and whether the create would cascade (make others). It
+// is pure: table tests.
+func requiredIn(all map[string]offered, installed map[string]string, name, version string) (schemas []string, cascades bool) {
+	seen := map[string]bool{}
+	next := slices.Clone(all[name].requires[version])
+	for len(next) > 0 {
+		r := next[0]
+		next = next[1:]
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		if schema, ok := installed[r]; ok {
+			if schema != "pg_catalog" && schema != extensionSchema {
+				schemas = append(schemas, schema)
+			}
+			continue
+		}
+		cascades = true
+		if o, ok := all[r]; ok {
+			next = append(next, o.requires[o.def]...)
+		}
+	}
+	slices.Sort(schemas)
+	return slices.Compact(schemas), cascades
 }

@@ -80,3 +80,41 @@ func TestAnObservedExtensionIsJudgedAgainstWhatTheServerOffers(t *testing.T) {
 		is.Equal(c.seen.against(o), c.want)
 	}
 }
+
+// TestWhatACreateRequiresIsJudgedAgainstWhatIsInstalled: the schemas a create's script would
+// search beside the catalog and the provider's are those of the installed extensions it
+// requires, directly or through those CASCADE makes at their default versions; and a create
+// cascades where something it requires is not installed.
+func TestWhatACreateRequiresIsJudgedAgainstWhatIsInstalled(t *testing.T) {
+	all := map[string]offered{
+		"earthdistance": {def: "1.2", requires: map[string][]string{"1.1": {"plpgsql"}, "1.2": {"cube"}}},
+		"cube":          {def: "1.5", requires: map[string][]string{"1.5": {"plpgsql"}}},
+		"plain":         {def: "1", requires: map[string][]string{"1": nil}},
+		"twofold":       {def: "1", requires: map[string][]string{"1": {"cube", "hstore", "cube"}}},
+		"hstore":        {def: "1.8", requires: map[string][]string{"1.8": {"cube"}}},
+	}
+	for _, c := range []struct {
+		what, name, version string
+		installed           map[string]string
+		schemas             []string
+		cascades            bool
+	}{
+		{"a plain one", "plain", "1", map[string]string{"plpgsql": "pg_catalog"}, nil, false},
+		{"its requirement in the catalog", "cube", "1.5", map[string]string{"plpgsql": "pg_catalog"}, nil, false},
+		{"its requirement in the consumer's public", "earthdistance", "1.2", map[string]string{"cube": "public"}, []string{"public"}, false},
+		{"its requirement in the provider's schema", "earthdistance", "1.2", map[string]string{"cube": extensionSchema}, nil, false},
+		{"the version asked for decides", "earthdistance", "1.1", map[string]string{"cube": "public", "plpgsql": "pg_catalog"}, nil, false},
+		{"through one CASCADE makes", "twofold", "1", map[string]string{"cube": "app"}, []string{"app"}, true},
+		{"each schema once, sorted", "twofold", "1", map[string]string{"cube": "public", "hstore": "app"}, []string{"app", "public"}, false},
+		{"not installed: cascades", "earthdistance", "1.2", map[string]string{"plpgsql": "pg_catalog"}, nil, true},
+		{"a version the server lacks requires nothing", "cube", "9", map[string]string{}, nil, false},
+		{"one the server lacks, required: cascades (and fails there)", "twofold", "1", map[string]string{}, nil, true},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			is := is.New(t)
+			schemas, cascades := requiredIn(all, c.installed, c.name, c.version)
+			is.Equal(schemas, c.schemas)   // the schemas its script would search
+			is.Equal(cascades, c.cascades) // whether it makes others
+		})
+	}
+}
