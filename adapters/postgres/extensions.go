@@ -240,13 +240,32 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 // readInstalled reads the extensions installed in the connected database into present, by
 // name, with their schemas.
 func readInstalled(ctx context.Context, db *pgx.Conn, present map[string]string) error {
-	rows, err := db.Query(ctx, "SELECT e.extname::text, n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace")
-	if err != nil {
+	var names, schemas []string
+	if err := db.QueryRow(ctx, "SELECT "+sqlInstalledNames+", "+sqlInstalledSchemas).Scan(&names, &schemas); err != nil {
 		return err
 	}
-	var name, schema string
-	_, err = pgx.ForEachRow(rows, []any{&name, &schema}, func() error { present[name] = schema; return nil })
-	return err
+	maps.Copy(present, byName(names, schemas))
+	return nil
+}
+
+// sqlInstalledNames and sqlInstalledSchemas list the extensions installed in the connected
+// database and their schemas, in one order: the one shape every read of them takes (byName).
+const (
+	sqlInstalledNames   = `ARRAY(SELECT ie.extname::text FROM pg_catalog.pg_extension ie ORDER BY ie.oid)`
+	sqlInstalledSchemas = `ARRAY(SELECT isn.nspname::text FROM pg_catalog.pg_extension ie JOIN pg_catalog.pg_namespace isn ON isn.oid = ie.extnamespace ORDER BY ie.oid)`
+)
+
+// byName is the installed extensions' schemas by their names, as sqlInstalledNames and
+// sqlInstalledSchemas list them; nil where they list none, or not alike.
+func byName(names, schemas []string) map[string]string {
+	if len(names) != len(schemas) || len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(names))
+	for i, name := range names {
+		m[name] = schemas[i]
+	}
+	return m
 }
 
 // offers is whether the server has version of the extension name (as offer read it), saying
@@ -293,9 +312,8 @@ func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) (
 			return nil, err
 		}
 	}
-	installed = make(map[string]string, len(names))
-	for i, name := range names {
-		installed[name] = schemas[i]
+	if installed = byName(names, schemas); installed == nil {
+		installed = map[string]string{} // a create adds to it
 	}
 	return installed, nil
 }
@@ -310,8 +328,7 @@ const sqlSchemaAndInstalled = `SELECT pg_catalog.pg_get_userbyid(n.nspowner), co
       WHERE a.grantee = 0 OR a.grantee = c.oid AND a.privilege_type = 'CREATE')
     AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
       WHERE a.grantee = c.oid AND a.grantor = n.nspowner AND a.privilege_type = 'USAGE'), false),
-  ARRAY(SELECT e.extname::text FROM pg_catalog.pg_extension e ORDER BY e.oid),
-  ARRAY(SELECT x.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace x ON x.oid = e.extnamespace ORDER BY e.oid)
+  ` + sqlInstalledNames + `, ` + sqlInstalledSchemas + `
 FROM (SELECT 1) one
 LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = $1
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner

@@ -90,9 +90,8 @@ const sqlInstalled = `SELECT w.name, w.want, coalesce(e.extversion::text, ''),
        WHERE r.oid = e.oid
           OR r.oid IN (SELECT d.refobjid FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_extension'::regclass
                        AND d.objid = e.oid AND d.refclassid = 'pg_catalog.pg_extension'::regclass)) END,
-  CASE WHEN e.extversion <> w.want THEN ARRAY(SELECT r.extname::text FROM pg_catalog.pg_extension r ORDER BY r.oid) END,
-  CASE WHEN e.extversion <> w.want THEN ARRAY(SELECT n.nspname::text FROM pg_catalog.pg_extension r
-       JOIN pg_catalog.pg_namespace n ON n.oid = r.extnamespace ORDER BY r.oid) END
+  CASE WHEN e.extversion <> w.want THEN ` + sqlInstalledNames + ` END,
+  CASE WHEN e.extversion <> w.want THEN ` + sqlInstalledSchemas + ` END
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (name, want, i)
 LEFT JOIN pg_catalog.pg_extension e ON e.extname = w.name
 ORDER BY w.i`
@@ -146,14 +145,7 @@ func scanInstalled(ctx context.Context, rows pgx.Rows, offer *offerings) ([]inst
 	var x installed
 	var own, names, schemas []string
 	_, err := pgx.ForEachRow(rows, []any{&x.name, &x.want, &x.version, &own, &names, &schemas}, func() error {
-		s := seenInstalled{installed: x, own: own}
-		if len(names) == len(schemas) && len(names) > 0 {
-			s.schemas = make(map[string]string, len(names))
-			for i, n := range names {
-				s.schemas[n] = schemas[i]
-			}
-		}
-		seen = append(seen, s)
+		seen = append(seen, seenInstalled{installed: x, own: own, schemas: byName(names, schemas)})
 		own, names, schemas = nil, nil, nil
 		return nil
 	})
