@@ -126,6 +126,9 @@ type Backend struct {
 
 	// allowedSettings are the settings a consumer's entry may name (Config.AllowSettings).
 	allowedSettings []string
+	// offered is what the server offers of every extension, kept from one create to the next
+	// while the server's list of them has not changed.
+	offered offeredCache
 	// said remembers what was said once per consumer and extension (skipped, left in
 	// public), so that it is said again only when it changes.
 	said saidOnce

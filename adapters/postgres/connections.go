@@ -11,6 +11,7 @@ import (
 
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // dbConn is a connection to a consumer's database, which holds one of the Backend's slots for

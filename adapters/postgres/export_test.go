@@ -47,3 +47,10 @@ func SetSizesFresh(d time.Duration) (restore func()) {
 	sizesFresh = d
 	return func() { sizesFresh = was }
 }
+
+// OfferReads is how many times b's creates read all the server offers of every extension.
+func (b *Backend) OfferReads() int {
+	b.offered.mu.Lock()
+	defer b.offered.mu.Unlock()
+	return b.offered.reads
+}

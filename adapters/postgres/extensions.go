@@ -121,7 +121,8 @@ func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wa
 // *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
 // role's search path there already the provider's.
 func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
-	offer := newOfferings(conn) // what the server has of each, read once for this create
+	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
+	offer.kept = &b.offered
 	want, lacks, err := b.extensionsToCreate(ctx, offer, w)
 	if err != nil || len(want) == 0 {
 		return false, lacks, err
@@ -192,7 +193,9 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 			}
 			return false, nil
 		}
-		version = " VERSION " + literal(pin)
+	}
+	if at != "" { // the version judged below is the one made, whatever the server's default is by then
+		version = " VERSION " + literal(at)
 	}
 	all, err := offer.catalog(ctx)
 	if err != nil {
@@ -272,6 +275,12 @@ func byName(names, schemas []string) map[string]string {
 // once where it has not: the pin is refused for that extension, the others go on.
 func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, version string) (bool, error) {
 	o, err := offer.of(ctx, name)
+	if err == nil && !slices.Contains(o.versions, version) { // a version the kept read did not list: asked of the server now
+		var fresh bool
+		if fresh, err = offer.fresh(ctx); err == nil && !fresh {
+			o, err = offer.of(ctx, name)
+		}
+	}
 	if ok := slices.Contains(o.versions, version); err != nil || ok {
 		b.said.clear(role + "/" + name + "/pin")
 		return ok, err

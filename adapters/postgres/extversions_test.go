@@ -218,3 +218,59 @@ func TestAnUpdateSearchingASchemaTheConsumerWritesIsRefused(t *testing.T) {
 	e.mustCreate(q)
 	is.Equal(e.versionOf(q.As, ext), "1.0") // not tried
 }
+
+// offerStamp is the server's list of the extensions it has and their default versions, as a
+// create compares it with what it kept.
+func (e *env) offerStamp() string {
+	e.t.Helper()
+	var s string
+	is.New(e.t).NoErr(e.admin("").QueryRow(ctx, "SELECT string_agg(name || ' ' || coalesce(default_version, ''), ',' ORDER BY name) "+
+		"FROM pg_available_extensions").Scan(&s))
+	return s
+}
+
+// Creates read what the server offers of every extension once while its list of them holds,
+// and again where an extension was installed meanwhile: the new one is created, not lacked.
+func TestCreatesReadWhatTheServerOffersOnceWhileItsListHolds(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	before := e.offerStamp()
+	e.mustCreate(provision(name("offer"), "pg_trgm"))
+	is.Equal(e.b.OfferReads(), 1) // the first create reads it
+	second := provision(name("offer"), "pg_trgm")
+	e.mustCreate(second)
+	if e.offerStamp() == before { // another test binary may install one meanwhile
+		is.Equal(e.b.OfferReads(), 1) // the second takes the kept read
+	}
+	is.Equal(e.versionOf(second.As, "pg_trgm"), e.defaultVersion("pg_trgm")) // and creates from it
+
+	ext := "novox_offer_" + run
+	e.srv.InstallExtension(e.t, map[string]string{
+		ext + ".control":  "comment = 'installed after a create, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
+		ext + "--1.0.sql": "CREATE FUNCTION novox_offer_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+	})
+	third := provision(name("offer"), ext)
+	e.mustCreate(third)
+	is.Equal(e.versionOf(third.As, ext), "1.0") // the list changed: read again, and created
+}
+
+// A version pinned that the kept read does not list, because the server gained it without its
+// default changing, is asked of the server again, and created.
+func TestAPinTheKeptReadDoesNotListIsAskedOfTheServer(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	ext := "novox_later_" + run
+	e.srv.InstallExtension(e.t, map[string]string{
+		ext + ".control":  "comment = 'a version added later, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
+		ext + "--1.0.sql": "CREATE FUNCTION novox_later_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+	})
+	first := provision(name("later"), ext)
+	e.mustCreate(first)
+	is.Equal(e.versionOf(first.As, ext), "1.0")
+	e.srv.InstallExtension(e.t, map[string]string{ // the default, and so the list, unchanged
+		ext + "--1.1.sql": "CREATE FUNCTION novox_later_one() RETURNS int LANGUAGE sql AS 'SELECT 11';\n",
+	})
+	second := pinned(provision(name("later")), ext, "1.1")
+	e.mustCreate(second)
+	is.Equal(e.versionOf(second.As, ext), "1.1") // not skipped as a version the server lacks
+}
