@@ -184,37 +184,20 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 // not let a provider that is not a superuser create is said once and skipped. offer is what the
 // server has of it.
 func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string) (bool, error) {
-	version, at := "", x.version
+	at := x.version
 	if pin := w.pins[x.name]; pin != "" {
-		at = pin
 		if ok, err := b.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
-			if err != nil {
-				return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
-			}
-			return false, nil
+			return false, atExtension(x.name, w.database, err) // nil where it was said and skipped
 		}
-	}
-	if at != "" { // the version judged below is the one made, whatever the server's default is by then
-		version = " VERSION " + literal(at)
+		at = pin
 	}
 	all, err := offer.catalog(ctx)
 	if err != nil {
-		return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+		return false, atExtension(x.name, w.database, err)
 	}
-	where, cascades := requiredIn(all, present, x.name, at)
-	if len(where) > 0 {
-		return false, refused(fmt.Errorf("create extension %s in %s: it requires an extension installed in schema %s, where others may "+
-			"create objects; its script would run as a superuser searching that schema, so it is not created", x.name, w.database,
-			strings.Join(where, ", ")))
-	}
-	statement := "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE"
-	if x.schema != "" {
-		if x.schema != "pg_catalog" && x.schema != extensionSchema {
-			return false, refused(fmt.Errorf("create extension %s in %s: its control file puts it in schema %s, which the provider does not "+
-				"own; its script would run as a superuser where the consumer may have planted objects, so it is not created",
-				x.name, w.database, x.schema))
-		}
-		statement = "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE"
+	statement, cascades, err := extensionSQL(all, present, x, at)
+	if err != nil {
+		return false, atExtension(x.name, w.database, err)
 	}
 	if _, err := db.Exec(ctx, statement); err != nil {
 		if b.powers().refusable && pgCode(err) == insufficientPrivilege {
@@ -226,7 +209,7 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 			b.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
 			return false, nil
 		}
-		return false, fmt.Errorf("create extension %s in %s: %w", x.name, w.database, err)
+		return false, atExtension(x.name, w.database, err)
 	}
 	b.refusedExt.Delete(w.role + "/" + x.name)
 	b.said.clear(w.role + "/" + x.name + "/refused")
@@ -238,6 +221,32 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		present[x.name] = cmp.Or(x.schema, extensionSchema)
 	}
 	return true, nil
+}
+
+// extensionSQL is the statement that creates x at version at ("" for the server's default) in a
+// database where present is installed (by name, in its schema), as the provider, in its schema
+// or in the one x's control file fixes, and whether it would create others (CASCADE); or why it
+// is refused: a script run as a superuser never searches a schema others may create objects in.
+// The version judged is the one named, so that what is made is what was judged. It is pure:
+// table tests.
+func extensionSQL(all map[string]offered, present map[string]string, x extension, at string) (statement string, cascades bool, err error) {
+	where, cascades := requiredIn(all, present, x.name, at)
+	if len(where) > 0 {
+		return "", false, refused(fmt.Errorf("it requires an extension installed in schema %s, where others may create objects; its "+
+			"script would run as a superuser searching that schema, so it is not created", strings.Join(where, ", ")))
+	}
+	version := ""
+	if at != "" {
+		version = " VERSION " + literal(at)
+	}
+	switch x.schema {
+	case "":
+		return "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE", cascades, nil
+	case "pg_catalog", extensionSchema:
+		return "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE", cascades, nil
+	}
+	return "", false, refused(fmt.Errorf("its control file puts it in schema %s, which the provider does not own; its script would "+
+		"run as a superuser where the consumer may have planted objects, so it is not created", x.schema))
 }
 
 // readInstalled reads the extensions installed in the connected database into present, by

@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 func TestAnExtensionEntryIsANameOrANameAndAVersion(t *testing.T) {
@@ -115,6 +118,53 @@ func TestWhatACreateRequiresIsJudgedAgainstWhatIsInstalled(t *testing.T) {
 			schemas, cascades := requiredIn(all, c.installed, c.name, c.version)
 			is.Equal(schemas, c.schemas)   // the schemas its script would search
 			is.Equal(cascades, c.cascades) // whether it makes others
+		})
+	}
+}
+
+// A create's statement for one extension: in the provider's schema at the version judged, or
+// where its control file fixes the catalog or the provider's schema; refused where its script
+// would search a schema others may create objects in, its own or a requirement's.
+func TestAnExtensionIsCreatedAtTheVersionJudgedOrRefused(t *testing.T) {
+	all := map[string]offered{
+		"earthdistance": {def: "1.2", requires: map[string][]string{"1.2": {"cube"}}},
+		"cube":          {def: "1.5"},
+	}
+	for _, c := range []struct {
+		what      string
+		x         extension
+		at        string
+		installed map[string]string
+		statement string
+		cascades  bool
+		refusal   string
+	}{
+		{"relocatable, at its version", extension{name: "cube"}, "1.5", nil,
+			`CREATE EXTENSION IF NOT EXISTS "cube" SCHEMA "extensions" VERSION '1.5' CASCADE`, false, ""},
+		{"no version known: the server's default", extension{name: "cube"}, "", nil,
+			`CREATE EXTENSION IF NOT EXISTS "cube" SCHEMA "extensions" CASCADE`, false, ""},
+		{"its control file fixes the catalog", extension{name: "cube", schema: "pg_catalog"}, "1.5", nil,
+			`CREATE EXTENSION IF NOT EXISTS "cube" VERSION '1.5' CASCADE`, false, ""},
+		{"its control file fixes the provider's schema", extension{name: "cube", schema: extensionSchema}, "1.5", nil,
+			`CREATE EXTENSION IF NOT EXISTS "cube" VERSION '1.5' CASCADE`, false, ""},
+		{"a requirement not installed: cascades", extension{name: "earthdistance"}, "1.2", map[string]string{},
+			`CREATE EXTENSION IF NOT EXISTS "earthdistance" SCHEMA "extensions" VERSION '1.2' CASCADE`, true, ""},
+		{"its control file fixes the consumer's public", extension{name: "cube", schema: "public"}, "1.5", nil,
+			"", false, "its control file puts it in schema public, which the provider does not own"},
+		{"a requirement in the consumer's public", extension{name: "earthdistance"}, "1.2", map[string]string{"cube": "public"},
+			"", false, "it requires an extension installed in schema public, where others may create objects"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			is := is.New(t)
+			statement, cascades, err := extensionSQL(all, c.installed, c.x, c.at)
+			is.Equal(statement, c.statement) // what is sent
+			is.Equal(cascades, c.cascades)   // whether it makes others
+			if c.refusal == "" {
+				is.NoErr(err)
+				return
+			}
+			is.True(ports.IsRefusal(err))                      // a refusal, said as one
+			is.True(strings.HasPrefix(err.Error(), c.refusal)) // in its words
 		})
 	}
 }
