@@ -30,14 +30,14 @@ func roleDDL(exists, takesSuper bool, role string, limit int, secret string) str
 }
 
 // writeRole makes the role, or makes it again, as the definition d says, with its connection
-// limit and, where verifier is not empty, that password. A superuser sends the verifier in
+// limit and, where verifier is not empty, that password, as a provider of powers p. A
+// superuser (p.quiets) sends the verifier in
 // the statement, on a transaction quietSQL kept out of every log. A provider that is not one
 // cannot quiet the server: it sends the verifier as a parameter of a function of its session's
 // own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
 // pg_stat_activity names no verifier, and an error inside it is raised again without the
 // statement it came from.
-func (b *Backend) writeRole(ctx context.Context, tx pgx.Tx, exists bool, d definition, verifier string) error {
-	p := b.powers()
+func writeRole(ctx context.Context, tx pgx.Tx, exists bool, d definition, p powers, verifier string) error {
 	if p.quiets {
 		secret := ""
 		if verifier != "" {
@@ -70,8 +70,9 @@ $$`); err != nil {
 // another role a member of it: each grantor's (PostgreSQL 16 keeps one per grantor), with
 // what was granted on from it (CASCADE). Chains are cut at the grant that touches role. The
 // provider's own membership in role is kept: it is how a provider that is not a superuser
-// acts as the owner of the consumer's database.
-func (b *Backend) revokeMemberships(ctx context.Context, tx pgx.Tx, role string) error {
+// acts as the owner of the consumer's database. revokesAny is whether the server lets the
+// provider revoke any membership (powers).
+func (b *Backend) revokeMemberships(ctx context.Context, tx pgx.Tx, role string, revokesAny bool) error {
 	rows, err := tx.Query(ctx, `SELECT g.rolname::text, m.rolname::text, gr.rolname::text
 FROM pg_catalog.pg_auth_members a
 JOIN pg_catalog.pg_roles g ON g.oid = a.roleid
@@ -90,7 +91,6 @@ ORDER BY 1, 2, 3`, role)
 	}); err != nil {
 		return err
 	}
-	revokesAny := b.powers().revokesAny
 	for _, g := range grants {
 		revoke := "REVOKE " + ident(g[0]) + " FROM " + ident(g[1]) + " GRANTED BY " + ident(g[2]) + " CASCADE"
 		if revokesAny {
@@ -116,12 +116,12 @@ ORDER BY 1, 2, 3`, role)
 	return nil
 }
 
-// ownMembership makes the provider a member of role where it is not a superuser: the server
+// ownMembership makes the provider a member of role where its powers p say it acts as the
+// owner through one (a provider that is not a superuser): the server
 // lets only a member (before PostgreSQL 16) or one that may SET the role (from 16) name it
 // the owner of a database, and act as that owner. From 16 the membership is SET only, never
 // INHERIT, so that the provider never holds the consumer's privileges by default.
-func (b *Backend) ownMembership(ctx context.Context, tx pgx.Tx, role string) error {
-	p := b.powers()
+func ownMembership(ctx context.Context, tx pgx.Tx, role string, p powers) error {
 	if !p.asMember {
 		return nil
 	}

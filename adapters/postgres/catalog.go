@@ -12,7 +12,7 @@ import (
 )
 
 // catalogWithin is catalog on a connection of the pool, within each from when it has one.
-func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, databases, named []string) ([]observed, map[string]string, error) {
+func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, readsVerifiers bool, roles, databases, named []string) ([]observed, map[string]string, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -20,16 +20,16 @@ func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, roles, 
 	defer conn.Release()
 	cctx, cancel := context.WithTimeout(ctx, each)
 	defer cancel()
-	return b.catalog(cctx, conn, roles, databases, named)
+	return catalog(cctx, conn, readsVerifiers, roles, databases, named)
 }
 
 // catalog observes each consumer (role and database, verifier included where the provider may
-// read it) and asks which of the named extensions the server has available, at which default
+// read it: readsVerifiers) and asks which of the named extensions the server has available, at which default
 // version (listing those reads every control file, so only where some are named), in one
 // round trip.
-func (b *Backend) catalog(ctx context.Context, conn *pgxpool.Conn, roles, databases, named []string) ([]observed, map[string]string, error) {
+func catalog(ctx context.Context, conn *pgxpool.Conn, readsVerifiers bool, roles, databases, named []string) ([]observed, map[string]string, error) {
 	batch := &pgx.Batch{}
-	batch.Queue(observeSQL(reading{verifier: true}, b.powers().readsVerifiers), roles, databases, consumerSearchPath)
+	batch.Queue(observeSQL(reading{verifier: true}, readsVerifiers), roles, databases, consumerSearchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text, coalesce(default_version::text, '') FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}

@@ -79,15 +79,15 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	if len(index) == 0 {
 		return out
 	}
-	seen, available, err := b.catalogWithin(ctx, each, roles, databases, named)
+	byLogin := !b.powers().readsVerifiers // one reading of the mode for the whole batch
+	seen, available, err := b.catalogWithin(ctx, each, !byLogin, roles, databases, named)
 	if err != nil {
 		for _, i := range index { // one cause for all
 			out[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
 		}
 		return out
 	}
-	b.verifyAll(ps, wants, index, seen)
-	byLogin := !b.powers().readsVerifiers
+	b.verifyAll(ps, wants, index, seen, byLogin)
 	var deep []int                         // the consumers whose databases must be looked into
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	lacks := make([][]string, len(index))  // and those the provider does not make for it
@@ -114,7 +114,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		deep = append(deep, k)
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
-	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool)}
+	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin}
 	boundedEach(len(deep), cap(b.databases), func(j int) {
 		k := deep[j]
 		i := index[k]
@@ -133,9 +133,8 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 // password: a process that has not checked them before (a start, a take-over) runs PBKDF2
 // once for each. A provider that is not a superuser cannot read them: it logs in with the
 // password instead (checkInside), as the consumers the loop granted a login this pass
-// (Provision.Login); the others' passwords are taken as held until their turn.
-func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, seen []observed) {
-	byLogin := !b.powers().readsVerifiers
+// (Provision.Login); the others' passwords are taken as held until their turn (byLogin).
+func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, seen []observed, byLogin bool) {
 	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
 		i := index[k]
 		seen[k].verifies = byLogin || seen[k].stored != nil && b.verified.verifies(*seen[k].stored, ps[i].Password, wants[i].role)
@@ -144,12 +143,14 @@ func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, s
 
 // insideBatch is what the checks inside databases of one batch share: the time each has from
 // when it has its slot, whether one timed out (after which none asks), the extensions the
-// server has at their default versions, and what it offers of them, read once.
+// server has at their default versions, what it offers of them, read once, and whether
+// passwords are checked by logging in (the provider may not read them: powers).
 type insideBatch struct {
 	each      time.Duration
 	timedOut  atomic.Bool
 	available map[string]string
 	offer     *offerings
+	byLogin   bool
 }
 
 // checkInside checks one consumer that the catalog found as defined inside its database (and,
@@ -185,7 +186,7 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 		}
 		slot()
 	}
-	if !b.powers().readsVerifiers && p.Login {
+	if batch.byLogin && p.Login {
 		ok, err := b.logsIn(dctx, w, p.Password)
 		if err != nil || !ok || len(names) == 0 {
 			release()

@@ -22,18 +22,19 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		return ports.ActRefuse, err
 	}
 	d := define(w, b.resource)
+	s := b.stance() // one reading of the provider's mode, for all of this create
 	var did ports.Act
 	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
 		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
-		f, v, act, err := b.ensureRole(ctx, conn, d, p.Password)
+		f, v, act, err := b.ensureRole(ctx, conn, d, s, p.Password)
 		if did = act; err != nil {
 			return err
 		}
-		f, made, err := b.ensureDatabase(ctx, conn, d, f, v.changes)
+		f, made, err := b.ensureDatabase(ctx, conn, d, s, f, v.changes)
 		if err != nil {
 			return atDatabase(w.database, err)
 		}
-		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, p.Updates, f.searchPath)
+		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath)
 		if extErr == nil && len(lacks) > 0 {
 			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
 		}

@@ -25,10 +25,10 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
 // which anyone allowed to create databases could copy (one made here, closed until then, had
 // nobody in it to end). f is what Create observed of the
-// consumer before it wrote the role, and cs the verdict's changes; the database is read again,
-// and compared again, only where it is made. It answers the observation as it stands after
+// consumer before it wrote the role, cs the verdict's changes and s the stance it was decided
+// under; the database is read again, and compared again, only where it is made. It answers the observation as it stands after
 // (the role's settings in it included), and whether it changed anything.
-func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, f observed, cs []change) (_ observed, changed bool, err error) {
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, f observed, cs []change) (_ observed, changed bool, err error) {
 	db, role := d.database, d.role
 	madeClosed := false // made here, closed: nobody else is in it to end
 	if !f.database {
@@ -47,11 +47,11 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 		if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
 			return f, changed, err
 		}
-		cs = d.databaseChangesAs(f, b.stance())
+		cs = d.databaseChangesAs(f, s)
 	}
 	if writes(cs, databaseWriter) {
 		changed = true
-		if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f.open, cs) }); err != nil {
+		if err := asOwner(ctx, conn, role, s.asMember, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f.open, cs) }); err != nil {
 			return f, changed, err
 		}
 	}

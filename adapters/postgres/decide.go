@@ -13,21 +13,17 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// stance is how the provider stands on the server, as far as a verdict turns on it: whether
-// it takes over a plain role it did not make (adopt), and only one it administers (its mode's
-// powers).
+// stance is how the provider stands on the server, as far as a verdict, and the writing of
+// it, turn on it: its mode's powers, whether it takes over a plain role it did not make
+// (adopt), and its own role. A create takes it once, and decides and writes under it.
 type stance struct {
-	adoptsAdministered bool
-	asMember           bool // it keeps CONNECT and CREATE on a consumer's database (powers)
-	adopt              Adopt
-	self               string // the provider's role, named in a refusal that a grant to it would lift
+	powers
+	adopt Adopt
+	self  string // the provider's role, named in a refusal that a grant to it would lift
 }
 
 // stance is how the provider stands now, as last read from the server.
-func (b *Backend) stance() stance {
-	p := b.powers()
-	return stance{adoptsAdministered: p.adoptsAdministered, asMember: p.asMember, adopt: b.adopt, self: b.self}
-}
+func (b *Backend) stance() stance { return stance{powers: b.powers(), adopt: b.adopt, self: b.self} }
 
 // verdict is what Create does with a consumer: make its role (ActCreate), take over a role it
 // did not make (ActAdopt), keep the role it holds (ActNone: what differs is then repaired), or

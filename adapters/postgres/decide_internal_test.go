@@ -18,10 +18,10 @@ func TestTheVerdictOnEachObservationInEachMode(t *testing.T) {
 	text := func(r record) *string { s := r.text(); return &s }
 	ours := record{V: recordVersion, Login: "letta", Resource: "postgres", Database: "letta", State: active}
 	othersConsumer := record{V: recordVersion, Login: "bob", Resource: "postgres", Database: "bob", State: active}
-	superuser := stance{adopt: AdoptPlain, self: "novox"}
-	delegated15 := stance{adopt: AdoptPlain, self: "novox"}
-	delegated16 := stance{adoptsAdministered: true, adopt: AdoptPlain, self: "novox"}
-	strict := stance{adopt: AdoptNone, self: "novox"}
+	superuser := stance{powers: powersOf(ModeSuperuser, 180000, "novox"), adopt: AdoptPlain, self: "novox"}
+	delegated15 := stance{powers: powersOf(ModeDelegated, 150000, "novox"), adopt: AdoptPlain, self: "novox"}
+	delegated16 := stance{powers: powersOf(ModeDelegated, 160000, "novox"), adopt: AdoptPlain, self: "novox"}
+	strict := stance{powers: superuserPowers, adopt: AdoptNone, self: "novox"}
 	vetRefused := invalid(errors.New("setting work_mem: invalid value"))
 
 	plain := func(o *observed) { *o = observed{role: true, login: true, forever: true, limit: -1} }
@@ -122,7 +122,7 @@ func TestTheVerdictCarriesWhatCreateChanges(t *testing.T) {
 	superuser := d.decide(o, stance{adopt: AdoptPlain}, nil)
 	is.Equal(superuser.act, ports.ActNone)
 	is.Equal(kinds(superuser), []kind{limitDiffers, openToOthers}) // a superuser needs no grant
-	delegated := d.decide(o, stance{asMember: true, adopt: AdoptPlain}, nil)
+	delegated := d.decide(o, stance{powers: powersOf(ModeDelegated, 150000, "novox"), adopt: AdoptPlain}, nil)
 	is.Equal(kinds(delegated), []kind{limitDiffers, openToOthers, closedToProvider})
 	is.Equal(d.decide(asMade(d), stance{adopt: AdoptPlain}, nil).changes, nil) // as made: nothing
 	refused := d.decide(observed{database: true, owner: "bob"}, stance{}, nil)

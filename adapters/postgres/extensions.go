@@ -119,8 +119,8 @@ func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wa
 // lacks (Holding.Lacks). One installed at another version than wanted is updated only where its
 // key is among updates (the loop stages them), and where the update fails, the error is a
 // *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
-// role's search path there already the provider's.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
+// role's search path there already the provider's; p are the powers the create acts under.
+func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept = &b.offered
 	want, lacks, err := b.extensionsToCreate(ctx, offer, w)
@@ -132,7 +132,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	installed, err := b.ensureSchema(ctx, db.Conn, w.role)
+	installed, err := b.ensureSchema(ctx, db.Conn, w.role, p.schemaOwner)
 	if err != nil {
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
@@ -149,7 +149,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 			}
 			continue
 		}
-		made, err := b.createExtension(ctx, db.Conn, w, x, offer, present)
+		made, err := b.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable)
 		if err != nil {
 			return changed, lacks, err
 		}
@@ -164,7 +164,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		if err != nil {
 			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}
-		updated, err := b.updateExtensions(ctx, db.Conn, w.role, seen, updates)
+		updated, err := b.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
 			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
@@ -181,9 +181,9 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 // createExtension creates x in the consumer's database db, as the provider, in the provider's
 // schema (or the one its control file fixes, where that is not one the consumer can write) at
 // the version pinned, else the default; it answers whether it created it. One the server does
-// not let a provider that is not a superuser create is said once and skipped. offer is what the
-// server has of it.
-func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string) (bool, error) {
+// not let a provider that is not a superuser create is said once and skipped (refusable, its
+// powers). offer is what the server has of it.
+func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool) (bool, error) {
 	at := x.version
 	if pin := w.pins[x.name]; pin != "" {
 		if ok, err := b.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
@@ -200,7 +200,7 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		return false, atExtension(x.name, w.database, err)
 	}
 	if _, err := db.Exec(ctx, statement); err != nil {
-		if b.powers().refusable && pgCode(err) == insufficientPrivilege {
+		if refusable && pgCode(err) == insufficientPrivilege {
 			// The server does not let a provider that is not a superuser create it (not
 			// trusted, not on the platform's allow-list): said once, and the rest go on.
 			if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
@@ -306,8 +306,9 @@ func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, vers
 // role's): a schema of that name the consumer made first is its own to create objects in, and
 // is refused. The consumer's role may use it, and nobody but its owner create in it: its
 // privileges are written only where they are not so already. It answers the extensions
-// installed there, by name, with their schemas, read in the same statement.
-func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) (installed map[string]string, err error) {
+// installed there, by name, with their schemas, read in the same statement. mustOwn is who
+// must own the schema, in a refusal's words (powers.schemaOwner).
+func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn string) (installed map[string]string, err error) {
 	var owner *string
 	var super, granted bool
 	var names, schemas []string
@@ -317,7 +318,7 @@ func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role string) (
 		return nil, err
 	case owner != nil && !super && *owner != b.self:
 		return nil, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
-			"others may create objects", extensionSchema, *owner, b.powers().schemaOwner))
+			"others may create objects", extensionSchema, *owner, mustOwn))
 	}
 	if owner == nil || !granted {
 		create := ""

@@ -194,8 +194,9 @@ func (b *Backend) versionsHeld(role string, seen []installed) (drift []change, u
 // under its lock_timeout: a consumer's long query delays an update (a transient error, tried
 // again), an update never stalls the consumer for long. Each update is one statement, so one
 // transaction: a script that fails leaves the version that was. It answers whether it updated
-// one, and where one failed, a *ports.UpdateFailed; the others go on.
-func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role string, seen []installed, allowed []string) (updated bool, err error) {
+// one, and where one failed, a *ports.UpdateFailed; the others go on. refusable is whether the
+// server may refuse the provider an update (powers.refusable): said once, not tried again.
+func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role string, seen []installed, allowed []string, refusable bool) (updated bool, err error) {
 	var failed error
 	for _, x := range seen {
 		u, due := x.change()
@@ -206,7 +207,7 @@ func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role strin
 			switch code := pgCode(e); {
 			case code == lockNotAvailable:
 				return updated, transient(fmt.Errorf("%s: a session holds a lock it needs (%s)", u.Step, pgMessage(e)))
-			case code == insufficientPrivilege && b.powers().refusable:
+			case code == insufficientPrivilege && refusable:
 				// The server does not let a provider that is not a superuser update it: a refusal
 				// of this consumer's update, said once; a rollout is not halted for it.
 				b.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")

@@ -166,13 +166,14 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 }
 
 // asOwner runs fn in a transaction of conn acting as role, the owner of a consumer's database,
-// where the provider is not a superuser: only the owner may revoke PUBLIC's rights on it, open
-// it, or drop what the role owns. A superuser runs fn as itself.
-func (b *Backend) asOwner(ctx context.Context, conn interface {
+// where the provider acts through a membership (asMember, a provider that is not a superuser):
+// only the owner may revoke PUBLIC's rights on it, open it, or drop what the role owns. A
+// superuser runs fn as itself.
+func asOwner(ctx context.Context, conn interface {
 	Begin(context.Context) (pgx.Tx, error)
-}, role string, fn func(pgx.Tx) error) error {
+}, role string, asMember bool, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if b.powers().asMember {
+		if asMember {
 			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ident(role)); err != nil {
 				return fmt.Errorf("act as the owner %s: %w", role, err)
 			}

@@ -88,6 +88,7 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
 	return b.withdrawThen(ctx, as, keepRecord, func(ctx context.Context, conn *pgxpool.Conn, r record, h observed) error {
+		asMember := b.powers().asMember // one reading of the mode for the whole drop
 		mine := r.databases(as)
 		if len(mine) == 0 {
 			return fmt.Errorf("drop %s: its record names no database", as)
@@ -113,7 +114,7 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 			}
 		}
 		for _, db := range h.owns {
-			if err := b.dropDatabase(ctx, conn, db, as); err != nil {
+			if err := b.dropDatabase(ctx, conn, db, as, asMember); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
@@ -125,12 +126,12 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 				revokeHere = true
 				continue
 			}
-			if err := b.dropOwnedIn(ctx, db, as); err != nil {
+			if err := b.dropOwnedIn(ctx, db, as, asMember); err != nil {
 				return err
 			}
 		}
 		if revokeHere {
-			if err := b.asOwner(ctx, conn, as, func(tx pgx.Tx) error {
+			if err := asOwner(ctx, conn, as, asMember, func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, "DROP OWNED BY "+ident(as))
 				return err
 			}); err != nil {
@@ -186,14 +187,15 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 }
 
 // dropOwnedIn drops what role owns in db, and revokes what it was granted there; Drop calls it
-// only where the role owns nothing.
-func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
+// only where the role owns nothing. asMember is whether the provider acts as the owner through
+// a membership (powers).
+func (b *Backend) dropOwnedIn(ctx context.Context, db, role string, asMember bool) error {
 	conn, err := b.connectTo(ctx, db, false)
 	if err != nil {
 		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := b.asOwner(ctx, conn, role, func(tx pgx.Tx) error {
+	if err := asOwner(ctx, conn, role, asMember, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "DROP OWNED BY "+ident(role))
 		return err
 	}); err != nil {
@@ -203,9 +205,9 @@ func (b *Backend) dropOwnedIn(ctx context.Context, db, role string) error {
 }
 
 // dropDatabase drops db, owned by role, ending the sessions in it. A provider that is not a
-// superuser drops it as its owner (dropAsOwner).
-func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string) error {
-	if !b.powers().asMember {
+// superuser (asMember: it acts through a membership) drops it as its owner (dropAsOwner).
+func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string, asMember bool) error {
+	if !asMember {
 		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)")
 		return err
 	}

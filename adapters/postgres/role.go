@@ -23,11 +23,12 @@ import (
 // savepoint rolled back (vetWithin). Its password is rewritten only where the stored verifier
 // does not verify against the minted one, and nothing is written where nothing differs. It
 // answers what it found, the verdict, and what it did: made the role, adopted it, repaired it
-// (wrote something), or nothing; a refusal is the verdict's error, as it is.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, password string) (f observed, v verdict, did ports.Act, err error) {
+// (wrote something), or nothing; a refusal is the verdict's error, as it is. s is how the
+// provider stands, taken once for the whole create: it decides and writes under it.
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, password string) (f observed, v verdict, did ports.Act, err error) {
 	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, quietSQL(b.powers().quiets)); err != nil {
+		if _, err := tx.Exec(ctx, quietSQL(s.quiets)); err != nil {
 			return atRole(d.role, err)
 		}
 		if f, err = b.observe(ctx, tx, d.role, d.database, reading{verifier: true, holdings: true, claim: true}); err != nil {
@@ -38,10 +39,10 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 			return settingsError(d.role, d.database, err)
 		}
 		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, d.role)
-		if v = d.decide(f, b.stance(), vet); v.refusal != nil {
+		if v = d.decide(f, s, vet); v.refusal != nil {
 			return v.refusal
 		}
-		if changed, err = b.writeConsumerRole(ctx, tx, d, f, v, password); err != nil {
+		if changed, err = b.writeConsumerRole(ctx, tx, d, f, v, s.powers, password); err != nil {
 			return atRole(d.role, err)
 		}
 		return nil
@@ -56,14 +57,14 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
 }
 
-// writeConsumerRole writes, in tx, what the verdict v on the consumer found as f takes: the
-// role made or altered to the definition d, memberships revoked, the provider's own membership
-// and the record; it answers whether it wrote anything.
-func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, f observed, v verdict, password string) (bool, error) {
+// writeConsumerRole writes, in tx, what the verdict v on the consumer found as f takes, as a
+// provider of powers p: the role made or altered to the definition d, memberships revoked, the
+// provider's own membership and the record; it answers whether it wrote anything.
+func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, f observed, v verdict, p powers, password string) (bool, error) {
 	changed, cs := false, v.changes
 	if writes(cs, membershipWriter) {
 		changed = true
-		if err := b.revokeMemberships(ctx, tx, d.role); err != nil {
+		if err := b.revokeMemberships(ctx, tx, d.role, p.revokesAny); err != nil {
 			return changed, err
 		}
 	}
@@ -76,11 +77,11 @@ func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition
 			}
 		}
 		changed = true
-		if err := b.writeRole(ctx, tx, f.role, d, verifier); err != nil {
+		if err := writeRole(ctx, tx, f.role, d, p, verifier); err != nil {
 			return changed, err
 		}
 	}
-	if err := b.ownMembership(ctx, tx, d.role); err != nil {
+	if err := ownMembership(ctx, tx, d.role, p); err != nil {
 		return changed, err
 	}
 	if want := d.record(v.had, f.owns); v.act == ports.ActAdopt || !sameRecord(v.had, want) {
