@@ -89,7 +89,7 @@ func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wa
 	var out []extension
 	var lacks []string
 	for _, name := range w.extensions {
-		key := w.role + "/" + name
+		key := sayKey{w.role, extensionSkipped, name}
 		o, available := all[name]
 		switch {
 		case !b.allows(name):
@@ -143,7 +143,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
 			update = append(update, x.name)
-			if in == "public" && b.said.first(w.role+"/"+x.name+"/public", "public") {
+			if in == "public" && b.said.first(sayKey{w.role, extensionInPublic, x.name}, "public") {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is installed in schema public of %s, where the consumer can write; "+
 					"it stays there (drop it to have it made again in %s)", w.role, x.name, w.database, extensionSchema)
 			}
@@ -203,7 +203,7 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		if refusable && pgCode(err) == insufficientPrivilege {
 			// The server does not let a provider that is not a superuser create it (not
 			// trusted, not on the platform's allow-list): said once, and the rest go on.
-			if b.said.first(w.role+"/"+x.name+"/refused", pgMessage(err)) {
+			if b.said.first(sayKey{w.role, extensionRefused, x.name}, pgMessage(err)) {
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
 			}
 			b.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
@@ -212,7 +212,7 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		return false, atExtension(x.name, w.database, err)
 	}
 	b.refusedExt.Delete(w.role + "/" + x.name)
-	b.said.clear(w.role + "/" + x.name + "/refused")
+	b.said.clear(sayKey{w.role, extensionRefused, x.name})
 	if cascades { // it made others, wherever their control files put them: read where
 		if err := readInstalled(ctx, db, present); err != nil {
 			return true, fmt.Errorf("list extensions in %s: %w", w.database, err)
@@ -291,10 +291,10 @@ func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, vers
 		}
 	}
 	if ok := slices.Contains(o.versions, version); err != nil || ok {
-		b.said.clear(role + "/" + name + "/pin")
+		b.said.clear(sayKey{role, extensionPin, name})
 		return ok, err
 	}
-	if b.said.first(role+"/"+name+"/pin", version) {
+	if b.said.first(sayKey{role, extensionPin, name}, version) {
 		b.say(slog.LevelWarn, role, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
 			strings.Join(o.versions, ", "))
 	}

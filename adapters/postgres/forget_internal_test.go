@@ -8,15 +8,17 @@ import (
 
 // What the Backend remembers of a consumer (extensions and updates the server refused it, what
 // its creates said of it once) goes with the consumer once it is withdrawn or dropped, and
-// nobody else's with it: issue 37 found refusedExt and refusedUpdate never forgotten.
+// nobody else's with it: issue 37 found refusedExt and refusedUpdate never forgotten. What a
+// withdrawal says stays said, as every retry of it would say it again.
 func TestWhatIsRememberedOfAConsumerIsForgottenWithIt(t *testing.T) {
 	is := is.New(t)
 	b := &Backend{}
 	for _, role := range []string{"letta", "lettabis"} {
 		b.refusedExt.Store(role+"/dblink", "permission denied")
 		b.refusedUpdate.Store(role+"/extension vector -> 0.8.6", "the server refuses it")
-		b.said.first(role+"/vector/update", "refused")
-		b.said.first("revoke/"+role+"/a>b/c", "denied")
+		b.said.first(sayKey{role, extensionUpdate, "vector"}, "refused")
+		b.said.first(sayKey{role, membershipKept, "a>b/c"}, "denied")
+		b.said.first(sayKey{role, signalLacked, ""}, "lacks")
 	}
 	b.forget("letta")
 	remembered := func(role string) (n int) {
@@ -27,13 +29,14 @@ func TestWhatIsRememberedOfAConsumerIsForgottenWithIt(t *testing.T) {
 				}
 			}
 		}
-		for _, k := range []string{role + "/vector/update", "revoke/" + role + "/a>b/c"} {
+		for _, k := range []sayKey{{role, extensionUpdate, "vector"}, {role, membershipKept, "a>b/c"}} {
 			if _, ok := b.said.said[k]; ok {
 				n++
 			}
 		}
 		return n
 	}
-	is.Equal(remembered("letta"), 0)    // gone with it
-	is.Equal(remembered("lettabis"), 4) // a login it is the start of keeps all
+	is.Equal(remembered("letta"), 0)                                   // gone with it
+	is.Equal(remembered("lettabis"), 4)                                // a login it is the start of keeps all
+	is.True(!b.said.first(sayKey{"letta", signalLacked, ""}, "lacks")) // what its withdrawal said is still said
 }

@@ -284,7 +284,7 @@ func (b *Backend) freeRow(ctx context.Context, conn *pgx.Conn, role string) erro
 func (b *Backend) eviction(consumer string, conn *pgx.Conn) eviction {
 	e := eviction{
 		say: func(level slog.Level, key, text string) {
-			if b.said.first(consumer+"/ended/"+key, "said") {
+			if b.said.first(sayKey{consumer, lockHolderEnded, key}, "said") {
 				b.say(level, consumer, "%s: %s", consumer, text)
 			}
 		},

@@ -69,10 +69,8 @@ func (b *Backend) forget(as string) {
 			return true
 		})
 	}
-	// What its creates said; not what a withdrawal says, which every withdrawal of it (a pass's
-	// retry) would say again.
-	b.said.forget(prefix)
-	b.said.forget("revoke/" + prefix)
+	// What its creates said; not what a withdrawal says (topic.kept).
+	b.said.forget(as)
 }
 
 // Drop removes everything the provider made for the login as, and nothing else, in an order
