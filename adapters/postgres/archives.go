@@ -171,7 +171,7 @@ func (b *Backend) Archived() ports.ArchiveCounts {
 func (b *Backend) Archives(ctx context.Context) ([]ports.Archive, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return nil, b.serverError(err)
+		return nil, b.reach.serverError(err)
 	}
 	defer conn.Release()
 	if there, err := archivesReadable(ctx, conn); err != nil || !there {
@@ -352,7 +352,7 @@ func (a *archives) markDeleted(ctx context.Context, names []string) {
 // dumpSource is how pg_dump and pg_restore reach db, as the provider, acting as role: the host
 // the Backend's sessions reach, in libpq's variables (never on a command line, which ps shows).
 func (b *Backend) dumpSource(db, role string) archive.Source {
-	cc := b.configIn(db)
+	cc := b.conns.config(db)
 	env := []string{"PGHOST=" + cc.Host, "PGPORT=" + strconv.Itoa(int(cc.Port)), "PGUSER=" + cc.User, "PGDATABASE=" + db,
 		"PGAPPNAME=" + b.application, "PGCONNECT_TIMEOUT=10", "PGSSLMODE=" + sslMode(cc)}
 	if cc.Password != "" {

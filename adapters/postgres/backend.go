@@ -112,11 +112,10 @@ type Backend struct {
 	log      ports.Logger
 	self     string // the provider's own role, never given to a consumer
 	home     string // the database of the provider's own sessions (the pool's)
-	server   string // user@host:port (user@host1:port1,host2:port2), to name the server in what is said
-	hosts    bool   // the URL names several hosts: a session names the one it reached
-	readOnly bool   // every session refuses writes (Config.ReadOnly); nothing is written, not even a record in the current format
-	// last is the host the Backend's sessions last reached, where the URL names several.
-	last atomic.Pointer[reachedHost]
+	// reach names the server in what is said, and knows which of the URL's hosts the sessions
+	// last reached.
+	reach    *reach
+	readOnly bool // every session refuses writes (Config.ReadOnly); nothing is written, not even a record in the current format
 	// application is the application_name of the Backend's sessions: which provider, and
 	// which replica of it, a session on the server is.
 	application string
@@ -132,8 +131,8 @@ type Backend struct {
 	// said remembers what was said once per consumer and extension (skipped, left in
 	// public), so that it is said again only when it changes.
 	said saidOnce
-	// databases are the slots for connections to consumers' databases, beside the pool.
-	databases chan struct{}
+	// conns opens connections to consumers' databases, beside the pool.
+	conns databaseConns
 
 	// archives are the dumps taken before drops; nil where drops are not archived.
 	archives *archives
@@ -241,7 +240,7 @@ func New(cfg Config) (*Backend, error) {
 		if err := b.serverChecked(ctx, c); err != nil {
 			return err
 		}
-		b.noteReached(ctx, c)
+		b.reach.note(ctx, c)
 		return nil
 	}
 	if cfg.ReadOnly {
@@ -254,8 +253,10 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
-		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit), databases: make(chan struct{}, max(1, cfg.MaxConnections-pooled)),
-		self: cc.User, home: cfg.Database, server: serverName(cc), hosts: len(hostsOf(cc)) > 1, readOnly: cfg.ReadOnly}
+		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit),
+		self: cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
+	b.conns = databaseConns{slots: make(chan struct{}, max(1, cfg.MaxConnections-pooled)), base: cc, reach: b.reach, major: &b.major,
+		readOnly: cfg.ReadOnly}
 	if cfg.Archive != nil {
 		b.archives = newArchives(b, cfg.Archive, cfg.ArchiveParallel)
 	}
@@ -291,13 +292,13 @@ func (b *Backend) Close() {
 }
 
 // Server names the server and the provider's role on it, user@host:port, never a password.
-func (b *Backend) Server() string { return b.server }
+func (b *Backend) Server() string { return b.reach.server }
 
 // Ping reports whether the server can be reached, and where not why, as Managed would.
 func (b *Backend) Ping(ctx context.Context) error {
 	if b.blocked.text() == "" {
 		if err := b.pool.Ping(ctx); err != nil {
-			return b.serverError(err)
+			return b.reach.serverError(err)
 		}
 		return nil
 	}
@@ -305,12 +306,12 @@ func (b *Backend) Ping(ctx context.Context) error {
 	// whether it still is.
 	rows, err := b.pool.Query(ctx, "SELECT database::text, gid FROM pg_catalog.pg_prepared_xacts")
 	if err != nil {
-		return b.serverError(err)
+		return b.reach.serverError(err)
 	}
 	still := map[[2]string]bool{}
 	var db, gid string
 	if _, err := pgx.ForEachRow(rows, []any{&db, &gid}, func() error { still[[2]string{db, gid}] = true; return nil }); err != nil {
-		return b.serverError(err)
+		return b.reach.serverError(err)
 	}
 	b.blocked.keep(still)
 	return nil

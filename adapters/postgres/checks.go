@@ -115,7 +115,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
 	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin}
-	boundedEach(len(deep), cap(b.databases), func(j int) {
+	boundedEach(len(deep), cap(b.conns.slots), func(j int) {
 		k := deep[j]
 		i := index[k]
 		out[i] = b.checkInside(ctx, batch, ps[i], wants[i], seen[k], inside[k])
@@ -162,7 +162,7 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 	var release func()
 	var err error
 	if !timedOut.Load() {
-		release, err = b.slot(ctx) // its turn; its deadline starts once it has it
+		release, err = b.conns.slot(ctx) // its turn; its deadline starts once it has it
 	}
 	switch {
 	case err != nil:
@@ -249,7 +249,7 @@ func boundedEach(n, limit int, fn func(int)) {
 // completed with what the server offers of it, read once for the batch.
 func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batch *insideBatch, release func()) (checked, error) {
 	var h checked
-	conn, err := b.connectIn(ctx, w.database, true, release)
+	conn, err := b.conns.openIn(ctx, w.database, true, release)
 	if err != nil {
 		return h, err
 	}
@@ -311,7 +311,7 @@ func has[V any](m map[string]V, k string) bool {
 // refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
 // the database not accepting connections) is an error: the password could not be checked.
 func (b *Backend) logsIn(ctx context.Context, w wanted, password string) (ok bool, err error) {
-	cfg := b.configIn(w.database)
+	cfg := b.conns.config(w.database)
 	cfg.User, cfg.Password = w.role, password
 	cfg.RuntimeParams = map[string]string{"application_name": b.application}
 	conn, err := pgx.ConnectConfig(ctx, cfg)

@@ -5,6 +5,7 @@ package postgres
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -28,31 +29,43 @@ func (c *dbConn) Close(ctx context.Context) error {
 	return err
 }
 
-// connectTo opens a connection to db as the provider, once one of the Backend's slots for such
-// connections is free; readOnly ones refuse every write.
-func (b *Backend) connectTo(ctx context.Context, db string, readOnly bool) (*dbConn, error) {
-	release, err := b.slot(ctx)
+// databaseConns opens the provider's connections to consumers' databases, beside the pool: no
+// more at once than it has slots, each from the pool's settings (the server's address, TLS,
+// the version check every connection makes), trying first the host the Backend's sessions
+// last reached, with the consumer's own defaults shut out.
+type databaseConns struct {
+	slots    chan struct{}
+	base     *pgx.ConnConfig // the pool's, copied for each connection
+	reach    *reach
+	major    *atomic.Int32 // the server's major version, 0 until a session started
+	readOnly bool          // the Backend's sessions are all read only already
+}
+
+// open opens a connection to db as the provider, once one of the slots is free; readOnly ones
+// refuse every write.
+func (c *databaseConns) open(ctx context.Context, db string, readOnly bool) (*dbConn, error) {
+	release, err := c.slot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return b.connectIn(ctx, db, readOnly, release)
+	return c.openIn(ctx, db, readOnly, release)
 }
 
-// slot waits for one of the Backend's slots for connections to consumers' databases, and
-// answers how to give it back.
-func (b *Backend) slot(ctx context.Context) (release func(), err error) {
+// slot waits for one of the slots for connections to consumers' databases, and answers how to
+// give it back.
+func (c *databaseConns) slot(ctx context.Context) (release func(), err error) {
 	select {
-	case b.databases <- struct{}{}:
-		return func() { <-b.databases }, nil
+	case c.slots <- struct{}{}:
+		return func() { <-c.slots }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-// connectIn opens a connection to db as the provider in a slot already taken, which release
-// gives back (at once, where the connection cannot be opened).
-func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, release func()) (*dbConn, error) {
-	cfg := b.configIn(db)
+// openIn opens a connection to db as the provider in a slot already taken, which release gives
+// back (at once, where the connection cannot be opened).
+func (c *databaseConns) openIn(ctx context.Context, db string, readOnly bool, release func()) (*dbConn, error) {
+	cfg := c.config(db)
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
@@ -61,8 +74,8 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 	// provider runs there may resolve a name to an object the consumer made: the catalog alone is
 	// searched (pg_temp, the session's own, is named last so that it is not searched first);
 	// what the provider creates names its schema.
-	sinceVersion(cfg.RuntimeParams, int(b.major.Load()))
-	if readOnly && !b.readOnly { // a read-only Backend's sessions are already
+	sinceVersion(cfg.RuntimeParams, int(c.major.Load()))
+	if readOnly && !c.readOnly { // a read-only Backend's sessions are already
 		cfg.AfterConnect = readOnlyAfter(cfg.AfterConnect)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -73,12 +86,11 @@ func (b *Backend) connectIn(ctx context.Context, db string, readOnly bool, relea
 	return &dbConn{Conn: conn, release: release}, nil
 }
 
-// configIn is a copy of the pool's connection settings (the server's address, TLS, the version
-// check every connection makes) for a connection to db, trying first the host the Backend's
-// sessions last reached.
-func (b *Backend) configIn(db string) *pgx.ConnConfig {
-	cfg := b.pool.Config().ConnConfig.Copy()
+// config is a copy of the pool's connection settings for a connection to db, trying first the
+// host the Backend's sessions last reached.
+func (c *databaseConns) config(db string) *pgx.ConnConfig {
+	cfg := c.base.Copy()
 	cfg.Database = db
-	b.reachedFirst(cfg)
+	c.reach.first(cfg)
 	return cfg
 }

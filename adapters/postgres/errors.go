@@ -86,8 +86,8 @@ func pgCode(err error) string {
 
 // serverError is err, met while using the server as a whole, in one line that names the server
 // (never its password) and says what to do.
-func (b *Backend) serverError(err error) error {
-	return described{text: fmt.Sprintf("the server %s %s", b.server, reason(err)), err: err}
+func (r *reach) serverError(err error) error {
+	return described{text: fmt.Sprintf("the server %s %s", r.server, reason(err)), err: err}
 }
 
 // described is an error whose text is said in the adapter's own words, and which still wraps
@@ -138,8 +138,8 @@ func reason(err error) string {
 }
 
 // connectError is the error of a per-consumer call that could not reach the server, in one line.
-func (b *Backend) connectError(err error) error {
-	return described{text: fmt.Sprintf("connect: the server %s %s", b.server, reason(err)), err: err}
+func (r *reach) connectError(err error) error {
+	return described{text: fmt.Sprintf("connect: the server %s %s", r.server, reason(err)), err: err}
 }
 
 // unsupported is a server older than OldestMajor.

@@ -23,12 +23,12 @@ func Verifier(password string, salt []byte, iterations int) string {
 // TakeSlots takes every one of b's slots for connections to consumers' databases, as creates
 // running at once would, and answers how to give them back.
 func (b *Backend) TakeSlots() (release func()) {
-	for range cap(b.databases) {
-		b.databases <- struct{}{}
+	for range cap(b.conns.slots) {
+		b.conns.slots <- struct{}{}
 	}
 	return func() {
-		for range cap(b.databases) {
-			<-b.databases
+		for range cap(b.conns.slots) {
+			<-b.conns.slots
 		}
 	}
 }

@@ -127,7 +127,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	if err != nil || len(want) == 0 {
 		return false, lacks, err
 	}
-	db, err := b.connectTo(ctx, w.database, false)
+	db, err := b.conns.open(ctx, w.database, false)
 	if err != nil {
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}

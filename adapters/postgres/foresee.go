@@ -124,7 +124,7 @@ type look struct {
 func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return nil, b.connectError(err)
+		return nil, b.reach.connectError(err)
 	}
 	defer conn.Release()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})

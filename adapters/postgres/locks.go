@@ -42,7 +42,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	defer cancel()
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return b.connectError(err)
+		return b.reach.connectError(err)
 	}
 	defer conn.Release()
 	// Transaction sampling is decided as a transaction starts, so it is turned off for the
@@ -247,7 +247,7 @@ func (b *Backend) rollback(conn *pgx.Conn) func(ctx context.Context, db, gid str
 		if db == conn.Config().Database {
 			return rollbackOn(conn)(ctx, db, gid)
 		}
-		other, err := b.connectTo(ctx, db, false)
+		other, err := b.conns.open(ctx, db, false)
 		if err != nil {
 			return err
 		}

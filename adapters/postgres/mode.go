@@ -147,20 +147,20 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 		if len(lacks) > 0 {
 			return fmt.Errorf("the server %s: the provider's role %s is not a superuser and lacks %s, so it can neither "+
 				"create consumers' roles nor their databases; connect as a superuser, or give the role CREATEROLE and "+
-				"CREATEDB (--database-url)", b.server, b.self, strings.Join(lacks, " and "))
+				"CREATEDB (--database-url)", b.reach.server, b.self, strings.Join(lacks, " and "))
 		}
 		if len(loud) > 0 {
 			return fmt.Errorf("the server %s logs what the provider would send it (%s): the verifier of a consumer's password "+
 				"would be in its log, and the provider's role %s is not a superuser, which could turn that off for its "+
 				"own statements; set log_parameter_max_length = 0 for the role (ALTER ROLE %s SET ..., as a superuser or "+
-				"in the platform's parameter group), or turn that logging off", b.server, strings.Join(loud, ", "), b.self, b.self)
+				"in the platform's parameter group), or turn that logging off", b.reach.server, strings.Join(loud, ", "), b.self, b.self)
 		}
 		mode = ModeDelegated
 	}
 	// Superuser mode is the provider's first and usual one: named once it is left or entered
 	// again, delegated mode always.
 	if old := b.role.Swap(&serverRole{mode: mode, powers: powersOf(mode, version, b.self)}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
-		b.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.server, mode)
+		b.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.reach.server, mode)
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
   ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return nil, b.serverError(err)
+		return nil, b.reach.serverError(err)
 	}
 	defer conn.Release()
 	results := conn.SendBatch(ctx, batch)
@@ -127,10 +127,10 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	var version int
 	var loud []string
 	if err := results.QueryRow().Scan(&recovery, &super, &createRole, &createDB, &version, &loud); err != nil {
-		return nil, b.serverError(err)
+		return nil, b.reach.serverError(err)
 	}
 	if recovery { // nothing it says is the provider's to act on: a primary's record may differ
-		return nil, b.inRecovery(conn.Conn().PgConn())
+		return nil, b.reach.inRecovery(conn.Conn().PgConn())
 	}
 	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	}
 	rows, err := results.Query()
 	if err != nil {
-		return nil, b.serverError(err)
+		return nil, b.reach.serverError(err)
 	}
 	var (
 		out     []ports.Managed
@@ -164,7 +164,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 		return nil
 	})
 	if err != nil {
-		return nil, b.serverError(err)
+		return nil, b.reach.serverError(err)
 	}
 	results.Close()
 	conn.Release() // back to the pool before the rewrites take one (a pool may hold only one)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,41 +45,54 @@ func serverName(cc *pgx.ConnConfig) string {
 	return cc.User + "@" + strings.Join(hostsOf(cc), ",")
 }
 
-// reached names the server conn is a session of: the Backend's name where the URL names one
+// reach is which server the Backend reaches and how its lines name it (user@host:port), and,
+// where the URL names several hosts, the one its sessions last reached.
+type reach struct {
+	self, server string
+	config       *pgx.ConnConfig // the URL's hosts, and how their names are looked up
+	several      bool            // the URL names several hosts: a session names the one it reached
+	last         atomic.Pointer[reachedHost]
+}
+
+// newReach is the reach of a Backend whose sessions connect as cc says.
+func newReach(cc *pgx.ConnConfig) *reach {
+	return &reach{self: cc.User, server: serverName(cc), config: cc, several: len(hostsOf(cc)) > 1}
+}
+
+// named names the server conn is a session of: the Backend's name where the URL names one
 // host, else the address the session reached.
-func (b *Backend) reached(conn *pgconn.PgConn) string {
-	if !b.hosts || conn == nil || conn.Conn() == nil {
-		return b.server
+func (r *reach) named(conn *pgconn.PgConn) string {
+	if !r.several || conn == nil || conn.Conn() == nil {
+		return r.server
 	}
-	return b.self + "@" + conn.Conn().RemoteAddr().String()
+	return r.self + "@" + conn.Conn().RemoteAddr().String()
 }
 
 // reachedHost is the server a session of the Backend last reached, as the URL names it (host:port)
 // and as the session saw it (its remote address).
 type reachedHost struct{ named, remote string }
 
-// noteReached remembers which of the URL's hosts conn reached, where the URL names several:
-// connections to consumers' databases try it first (configIn). Left to the URL's order, such a
+// note remembers which of the URL's hosts conn reached, where the URL names several:
+// connections to consumers' databases try it first (first). Left to the URL's order, such a
 // connection could meet a standby first that has not replayed the database yet (made a moment
 // ago on the primary), and pgx, as libpq, tries no further host on "database does not exist".
-func (b *Backend) noteReached(ctx context.Context, conn *pgconn.PgConn) {
-	if !b.hosts || conn.Conn() == nil {
+func (r *reach) note(ctx context.Context, conn *pgconn.PgConn) {
+	if !r.several || conn.Conn() == nil {
 		return
 	}
 	remote := conn.Conn().RemoteAddr().String()
-	if w := b.last.Load(); w != nil && w.remote == remote {
+	if w := r.last.Load(); w != nil && w.remote == remote {
 		return
 	}
-	cc := b.pool.Config().ConnConfig
-	lookup := cc.LookupFunc
+	lookup := r.config.LookupFunc
 	if lookup == nil {
 		lookup = net.DefaultResolver.LookupHost
 	}
-	for _, h := range hostsOf(cc) {
+	for _, h := range hostsOf(r.config) {
 		host, port, _ := net.SplitHostPort(h)
 		if strings.HasPrefix(host, "/") { // a socket's folder
 			if filepath.Join(host, ".s.PGSQL."+port) == remote {
-				b.last.Store(&reachedHost{named: h, remote: remote})
+				r.last.Store(&reachedHost{named: h, remote: remote})
 				return
 			}
 			continue
@@ -89,18 +103,18 @@ func (b *Backend) noteReached(ctx context.Context, conn *pgconn.PgConn) {
 		}
 		for _, a := range addrs {
 			if net.JoinHostPort(a, port) == remote {
-				b.last.Store(&reachedHost{named: h, remote: remote})
+				r.last.Store(&reachedHost{named: h, remote: remote})
 				return
 			}
 		}
 	}
 }
 
-// reachedFirst puts the host the Backend's sessions last reached first in cfg's hosts, the
-// others after it in the URL's order.
-func (b *Backend) reachedFirst(cfg *pgx.ConnConfig) {
-	w := b.last.Load()
-	if !b.hosts || w == nil {
+// first puts the host the Backend's sessions last reached first in cfg's hosts, the others
+// after it in the URL's order.
+func (r *reach) first(cfg *pgx.ConnConfig) {
+	w := r.last.Load()
+	if !r.several || w == nil {
 		return
 	}
 	all := append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...)
@@ -119,7 +133,7 @@ func boolOrder(v bool) int {
 }
 
 // inRecovery is the error of a session of the Backend found in recovery.
-func (b *Backend) inRecovery(conn *pgconn.PgConn) error { return standby{server: b.reached(conn)} }
+func (r *reach) inRecovery(conn *pgconn.PgConn) error { return standby{server: r.named(conn)} }
 
 // validating wraps the URL's own test of a session (target_session_attrs; nil: none) so that
 // a host it turns down for being read only or a standby is named by its address. Its other

@@ -188,7 +188,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 // only where the role owns nothing. asMember is whether the provider acts as the owner through
 // a membership (powers).
 func (b *Backend) dropOwnedIn(ctx context.Context, db, role string, asMember bool) error {
-	conn, err := b.connectTo(ctx, db, false)
+	conn, err := b.conns.open(ctx, db, false)
 	if err != nil {
 		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
 	}

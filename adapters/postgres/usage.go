@@ -52,7 +52,7 @@ func (b *Backend) Usage(ctx context.Context, logins []string) (map[string]Usage,
 	}
 	rows, err := b.pool.Query(ctx, usageQuery, logins)
 	if err != nil {
-		return nil, fmt.Errorf("read usage: %w", b.serverError(err))
+		return nil, fmt.Errorf("read usage: %w", b.reach.serverError(err))
 	}
 	type owned struct {
 		login  string
@@ -74,7 +74,7 @@ func (b *Backend) Usage(ctx context.Context, logins []string) (map[string]Usage,
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("read usage: %w", b.serverError(err))
+		return nil, fmt.Errorf("read usage: %w", b.reach.serverError(err))
 	}
 	now := time.Now()
 	b.sizes.mu.Lock()
@@ -91,12 +91,12 @@ func (b *Backend) Usage(ctx context.Context, logins []string) (map[string]Usage,
 	if len(stale) > 0 {
 		rows, err := b.pool.Query(ctx, `SELECT d.oid, pg_catalog.pg_database_size(d.oid) FROM pg_catalog.pg_database d WHERE d.oid = ANY($1)`, stale)
 		if err != nil {
-			return nil, fmt.Errorf("read usage: %w", b.serverError(err))
+			return nil, fmt.Errorf("read usage: %w", b.reach.serverError(err))
 		}
 		var id uint32
 		var n int64
 		if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { got[id] = n; return nil }); err != nil {
-			return nil, fmt.Errorf("read usage: %w", b.serverError(err))
+			return nil, fmt.Errorf("read usage: %w", b.reach.serverError(err))
 		}
 	}
 	b.sizes.mu.Lock()
