@@ -149,9 +149,16 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 			}
 			continue
 		}
-		made, err := b.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable)
+		made, cascaded, err := b.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable)
 		if err != nil {
-			return changed, lacks, err
+			return changed, lacks, atExtension(x.name, w.database, err)
+		}
+		if cascaded { // it made others, wherever their control files put them: read where
+			if err := readInstalled(ctx, db.Conn, present); err != nil {
+				return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
+			}
+		} else if made {
+			present[x.name] = cmp.Or(x.schema, extensionSchema)
 		}
 		if why := b.lacking(w.role, x.name, true); why != "" {
 			lacks = append(lacks, lack(x.name, why))
@@ -182,22 +189,23 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 // schema (or the one its control file fixes, where that is not one the consumer can write) at
 // the version pinned, else the default; it answers whether it created it. One the server does
 // not let a provider that is not a superuser create is said once and skipped (refusable, its
-// powers). offer is what the server has of it.
-func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool) (bool, error) {
+// powers). offer is what the server has of it, and present what is installed; it answers
+// whether the create made others (cascaded). Its errors are about x, unwrapped.
+func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool) (made, cascaded bool, err error) {
 	at := x.version
 	if pin := w.pins[x.name]; pin != "" {
 		if ok, err := b.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
-			return false, atExtension(x.name, w.database, err) // nil where it was said and skipped
+			return false, false, err // nil where it was said and skipped
 		}
 		at = pin
 	}
 	all, err := offer.catalog(ctx)
 	if err != nil {
-		return false, atExtension(x.name, w.database, err)
+		return false, false, err
 	}
 	statement, cascades, err := extensionSQL(all, present, x, at)
 	if err != nil {
-		return false, atExtension(x.name, w.database, err)
+		return false, false, err
 	}
 	if _, err := db.Exec(ctx, statement); err != nil {
 		if refusable && pgCode(err) == insufficientPrivilege {
@@ -207,20 +215,13 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 				b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
 			}
 			b.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
-			return false, nil
+			return false, false, nil
 		}
-		return false, atExtension(x.name, w.database, err)
+		return false, false, err
 	}
 	b.refusedExt.Delete(w.role + "/" + x.name)
 	b.said.clear(sayKey{w.role, extensionRefused, x.name})
-	if cascades { // it made others, wherever their control files put them: read where
-		if err := readInstalled(ctx, db, present); err != nil {
-			return true, fmt.Errorf("list extensions in %s: %w", w.database, err)
-		}
-	} else {
-		present[x.name] = cmp.Or(x.schema, extensionSchema)
-	}
-	return true, nil
+	return true, cascades, nil
 }
 
 // extensionSQL is the statement that creates x at version at ("" for the server's default) in a
