@@ -229,6 +229,14 @@ func (e *env) offerStamp() string {
 	return s
 }
 
+// oneVersion are the files of an extension ext with one version, 1.0, its default.
+func oneVersion(ext string) map[string]string {
+	return map[string]string{
+		ext + ".control":  "comment = 'one version, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
+		ext + "--1.0.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+	}
+}
+
 // Creates read what the server offers of every extension once while its list of them holds,
 // and again where an extension was installed meanwhile: the new one is created, not lacked.
 func TestCreatesReadWhatTheServerOffersOnceWhileItsListHolds(t *testing.T) {
@@ -245,10 +253,7 @@ func TestCreatesReadWhatTheServerOffersOnceWhileItsListHolds(t *testing.T) {
 	is.Equal(e.versionOf(second.As, "pg_trgm"), e.defaultVersion("pg_trgm")) // and creates from it
 
 	ext := "novox_offer_" + run
-	e.srv.InstallExtension(e.t, map[string]string{
-		ext + ".control":  "comment = 'installed after a create, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
-		ext + "--1.0.sql": "CREATE FUNCTION novox_offer_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
-	})
+	e.srv.InstallExtension(e.t, oneVersion(ext))
 	third := provision(name("offer"), ext)
 	e.mustCreate(third)
 	is.Equal(e.versionOf(third.As, ext), "1.0") // the list changed: read again, and created
@@ -260,15 +265,12 @@ func TestAPinTheKeptReadDoesNotListIsAskedOfTheServer(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
 	ext := "novox_later_" + run
-	e.srv.InstallExtension(e.t, map[string]string{
-		ext + ".control":  "comment = 'a version added later, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\n",
-		ext + "--1.0.sql": "CREATE FUNCTION novox_later_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
-	})
+	e.srv.InstallExtension(e.t, oneVersion(ext))
 	first := provision(name("later"), ext)
 	e.mustCreate(first)
 	is.Equal(e.versionOf(first.As, ext), "1.0")
 	e.srv.InstallExtension(e.t, map[string]string{ // the default, and so the list, unchanged
-		ext + "--1.1.sql": "CREATE FUNCTION novox_later_one() RETURNS int LANGUAGE sql AS 'SELECT 11';\n",
+		ext + "--1.1.sql": "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 11';\n",
 	})
 	second := pinned(provision(name("later")), ext, "1.1")
 	e.mustCreate(second)
