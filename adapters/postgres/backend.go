@@ -128,8 +128,8 @@ type Backend struct {
 	// offered is what the server offers of every extension, kept from one create to the next
 	// while the server's list of them has not changed.
 	offered offeredCache
-	// said remembers what was said once per consumer and extension (skipped, left in
-	// public), so that it is said again only when it changes.
+	// said remembers what was said once, per consumer, topic and subject (say.go), so that it
+	// is said again only when it changes.
 	said saidOnce
 	// conns opens connections to consumers' databases, beside the pool.
 	conns databaseConns
