@@ -144,14 +144,14 @@ func setRecord(ctx context.Context, tx pgx.Tx, role string, r record) error {
 // closeAndOpen, as the database's owner, takes from everyone but its owner the right to
 // connect to db (PUBLIC's default rights include CONNECT and TEMPORARY; others are revoked as
 // found), then lets connections in and makes sure it is no template. A provider that is not a
-// superuser keeps CREATE on it, to make its extensions schema there.
-func (b *Backend) closeAndOpen(ctx context.Context, tx pgx.Tx, db string, open []string, cs []change) error {
+// superuser (self, its role) keeps CREATE on it, to make its extensions schema there.
+func closeAndOpen(ctx context.Context, tx pgx.Tx, db, self string, open []string, cs []change) error {
 	if hasKind(cs, openToOthers) {
 		if _, err := tx.Exec(ctx, "REVOKE CONNECT, TEMPORARY ON DATABASE "+ident(db)+" FROM PUBLIC"); err != nil {
 			return err
 		}
 		for _, grantee := range open {
-			if grantee == "PUBLIC" || grantee == b.self {
+			if grantee == "PUBLIC" || grantee == self {
 				continue
 			}
 			if _, err := tx.Exec(ctx, "REVOKE CONNECT ON DATABASE "+ident(db)+" FROM "+ident(grantee)); err != nil {
@@ -160,7 +160,7 @@ func (b *Backend) closeAndOpen(ctx context.Context, tx pgx.Tx, db string, open [
 		}
 	}
 	if hasKind(cs, closedToProvider) {
-		if _, err := tx.Exec(ctx, "GRANT CONNECT, CREATE ON DATABASE "+ident(db)+" TO "+ident(b.self)); err != nil {
+		if _, err := tx.Exec(ctx, "GRANT CONNECT, CREATE ON DATABASE "+ident(db)+" TO "+ident(self)); err != nil {
 			return err
 		}
 	}

@@ -51,7 +51,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 	}
 	if writes(cs, databaseWriter) {
 		changed = true
-		if err := asOwner(ctx, conn, role, s.asMember, func(tx pgx.Tx) error { return b.closeAndOpen(ctx, tx, db, f.open, cs) }); err != nil {
+		if err := asOwner(ctx, conn, role, s.asMember, func(tx pgx.Tx) error { return closeAndOpen(ctx, tx, db, b.self, f.open, cs) }); err != nil {
 			return f, changed, err
 		}
 	}

@@ -73,7 +73,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 		err = b.freeRow(ctx, conn.Conn(), role)
 	}
 	if err != nil {
-		return b.lockError(fmt.Errorf("lock %s: %w", role, err))
+		return lockError(fmt.Errorf("lock %s: %w", role, err), b.lockWait)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -83,15 +83,16 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 			_ = conn.Conn().Close(uctx)
 		}
 	}()
-	return b.lockError(fn(ctx, conn))
+	return lockError(fn(ctx, conn), b.lockWait)
 }
 
 // lockError says where err is a statement that waited on somebody else's lock for longer than
-// the lock timeout, which is transient. Whether and when it is tried again is the loop's to say.
-func (b *Backend) lockError(err error) error {
+// the lock timeout (wait), which is transient. Whether and when it is tried again is the loop's
+// to say.
+func lockError(err error, wait time.Duration) error {
 	if pgCode(err) == lockNotAvailable {
 		return transient(fmt.Errorf("%w: another session held a lock it needs for more than %s (an open transaction on the role?)",
-			err, b.lockWait))
+			err, wait))
 	}
 	return err
 }

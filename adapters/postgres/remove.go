@@ -226,7 +226,7 @@ func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role
 // so the role is set on the session and reset after; a session that cannot be reset is closed,
 // never pooled as the consumer.
 func (b *Backend) dropAsOwner(ctx context.Context, conn *pgxpool.Conn, db, role, with string) error {
-	if err := b.endOwnSessions(ctx, conn, db); err != nil {
+	if err := endOwnSessions(ctx, conn, db); err != nil {
 		return err
 	}
 	if _, err := conn.Exec(ctx, "SET ROLE "+ident(role)); err != nil {

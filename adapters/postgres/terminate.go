@@ -80,7 +80,7 @@ func (b *Backend) endSessions(ctx context.Context, q interface {
 }
 
 // endOwnSessions ends the provider's own sessions in db, and waits until they are gone.
-func (b *Backend) endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
+func endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
 	for {
 		left, err := terminate(ctx, conn, ownIn, db)
 		if err != nil || len(left) == 0 {
