@@ -138,7 +138,7 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		w, l := wants[i], &looks[i]
 		d := define(w, b.resource)
 		cctx, cancel := context.WithTimeout(ctx, each)
-		l.observed, err = b.observe(cctx, tx, w.role, w.database, reading{verifier: true, holdings: true, claim: true})
+		l.observed, err = b.observe(cctx, tx, w.role, w.database, forVerdict)
 		var vet error
 		if err == nil {
 			vet, l.err = vetWithin(cctx, tx, w.settings)

@@ -54,6 +54,14 @@ type observed struct {
 // what the rule of what Create may take asks besides (claim: a renamed role, the ADMIN option).
 type reading struct{ verifier, holdings, claim bool }
 
+// Which readings each act takes: what Create reads before its verdict (and Foresee, to reach
+// the same one), and what is read of a role being withdrawn, or whose withdrawn record is
+// rewritten in the current format.
+var (
+	forVerdict    = reading{verifier: true, holdings: true, claim: true}
+	forWithdrawal = reading{verifier: true, holdings: true}
+)
+
 // sqlClaim is what reading.claim reads of a consumer w whose role r may not exist: the roles,
 // not named as it, whose comment starts as this provider's record and names w's login, which
 // the server finds and Go reads as records (a login's letters never need escaping in JSON);

@@ -189,7 +189,7 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 		}
 		err := b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
 			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				f, err := b.observe(ctx, tx, as, "", reading{verifier: true, holdings: true})
+				f, err := b.observe(ctx, tx, as, "", forWithdrawal)
 				if err != nil || !f.role {
 					return err
 				}

@@ -152,7 +152,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		r record
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		if f, err = b.observe(ctx, tx, as, "", reading{verifier: true, holdings: true}); err != nil || !f.role {
+		if f, err = b.observe(ctx, tx, as, "", forWithdrawal); err != nil || !f.role {
 			return err
 		}
 		r, err = b.ours(as, f)
