@@ -24,9 +24,9 @@ func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, readsVe
 }
 
 // catalog observes each consumer (role and database, verifier included where the provider may
-// read it: readsVerifiers) and asks which of the named extensions the server has available, at which default
-// version (listing those reads every control file, so only where some are named), in one
-// round trip.
+// read it: readsVerifiers) and asks which of the named extensions the server has available,
+// at which default version (listing those reads every control file, so only where some are
+// named), in one round trip.
 func catalog(ctx context.Context, conn *pgxpool.Conn, readsVerifiers bool, roles, databases, named []string) ([]observed, map[string]string, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(observeSQL(reading{verifier: true}, readsVerifiers), roles, databases, consumerSearchPath)

@@ -24,9 +24,9 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // and only then are connections allowed. Where others could connect, they can no longer, and
 // their sessions in it are ended (a superuser's and the owner's stay). It is never a template,
 // which anyone allowed to create databases could copy (one made here, closed until then, had
-// nobody in it to end). f is what Create observed of the
-// consumer before it wrote the role, cs the verdict's changes and s the stance it was decided
-// under; the database is read again, and compared again, only where it is made. It answers the observation as it stands after
+// nobody in it to end). f is what Create observed of the consumer before it wrote the role, cs
+// the verdict's changes and s the stance it was decided under; the database is read again,
+// and compared again, only where it is made. It answers the observation as it stands after
 // (the role's settings in it included), and whether it changed anything.
 func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, f observed, cs []change) (_ observed, changed bool, err error) {
 	db, role := d.database, d.role
