@@ -158,12 +158,8 @@ func refuse(err error) verdict { return verdict{act: ports.ActRefuse, refusal: e
 func atRole(role string, err error) error   { return fmt.Errorf("create role %s: %w", role, err) }
 func atDatabase(db string, err error) error { return fmt.Errorf("create database %s: %w", db, err) }
 
-// atExtension is an error of Create's about the extension name in the consumer's database db,
-// nil where err is.
+// atExtension is an error of Create's about the extension name in the consumer's database db.
 func atExtension(name, db string, err error) error {
-	if err == nil {
-		return nil
-	}
 	return fmt.Errorf("create extension %s in %s: %w", name, db, err)
 }
 

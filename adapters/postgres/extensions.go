@@ -138,7 +138,8 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 	}
 	var update []string
 	defaults := map[string]string{}
-	present := maps.Clone(installed) // what is installed as each create leaves it (requiredIn)
+	present := make(map[string]string, len(installed)) // what is installed as each create leaves it (requiredIn)
+	maps.Copy(present, installed)
 	for _, x := range want {
 		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
@@ -332,10 +333,7 @@ func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn 
 			return nil, err
 		}
 	}
-	if installed = byName(names, schemas); installed == nil {
-		installed = map[string]string{} // a create adds to it
-	}
-	return installed, nil
+	return byName(names, schemas), nil
 }
 
 // sqlSchemaAndInstalled answers, for the schema $1 in this database and the consumer's role
