@@ -14,7 +14,6 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/novox/postgres-provider/adapters/files"
-	"github.com/novox/postgres-provider/adapters/logger"
 	"github.com/novox/postgres-provider/domain"
 )
 
@@ -56,7 +55,7 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "provisioner %s (commit %s, %s)\n", b.version, b.commit, b.goversion)
 		return 0
 	}
-	log, err := logger.New(stderr, cfg.LogFormat, cfg.Resource, cfg.LogLevel)
+	log, err := logOf(stderr, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner: %v\n", err)
 		return 2

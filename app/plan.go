@@ -44,7 +44,7 @@ func planCommand(ctx context.Context, args []string, env map[string]string, stdo
 		fmt.Fprint(stdout, planHelp(cfg.Backend))
 		return planNothing
 	}
-	log, err := logger.New(stderr, cfg.LogFormat, cfg.Resource, cfg.LogLevel)
+	log, err := logOf(stderr, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner plan: %v\n", err)
 		return planUsage

@@ -37,7 +37,7 @@ func restoreCommand(ctx context.Context, args []string, env map[string]string, s
 		fmt.Fprint(stdout, restoreUsageText)
 		return 0
 	}
-	log, err := logger.New(stderr, cfg.LogFormat, cfg.Resource, cfg.LogLevel)
+	log, err := logOf(stderr, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "provisioner restore: %v\n", err)
 		return 2

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"io"
 	"time"
 
+	"github.com/novox/postgres-provider/adapters/logger"
 	"github.com/novox/postgres-provider/adapters/postgres"
 	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
@@ -11,6 +13,17 @@ import (
 // newKind is the backend the provisioner runs, its flags not yet read: the one line that names
 // a backend. The rest of app asks it through ports.Kind and ports.Server.
 var newKind = func() ports.Kind { return new(postgres.Flags) }
+
+// logOf is where the process's lines go, as cfg says: through the loop's memory of what was
+// said once (domain.Told), which the backend and the loop share, so that a fact the backend
+// tells of a consumer is said once and forgotten with it.
+func logOf(w io.Writer, cfg Config) (ports.Logger, error) {
+	log, err := logger.New(w, cfg.LogFormat, cfg.Resource, cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	return domain.NewTold(log), nil
+}
 
 // backendOf is the backend cfg names: the daemon's, and (readOnly: it changes nothing) the plan's.
 func backendOf(cfg Config, log ports.Logger, readOnly bool) (ports.Server, error) {

@@ -103,6 +103,7 @@ type Harness struct {
 	backend ports.Backend
 	lease   ports.Lease
 	log     ports.Logger
+	told    *Told // log, which says a consumer's facts once
 
 	// consumers is everything the loop knows of each login.
 	consumers store
@@ -199,7 +200,11 @@ func New(cfg Config, fs ports.Filesystem, clk ports.Clock, backend ports.Backend
 	if cfg.InsideRate <= 0 {
 		cfg.InsideRate = DefaultInsideRate
 	}
-	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: log}
+	told, ok := log.(*Told) // the backend's too, where app gave both the same
+	if !ok {
+		told = NewTold(log)
+	}
+	h := &Harness{cfg: cfg, fs: fs, clock: clk, backend: backend, lease: lease, log: told, told: told}
 	h.budgets[login] = budget{every: cfg.LoginCheckEvery, rate: cfg.LoginRate}
 	h.budgets[inside] = budget{every: max(cfg.InsideCheckEvery, 0), rate: cfg.InsideRate}
 	h.consumers = newStore()

@@ -83,8 +83,15 @@ func newStager() stager {
 	return stager{rollouts: map[string]*rollout{}, held: map[string]map[string]time.Time{}, said: map[string]string{}}
 }
 
-// forgetSaid forgets what was said of as's changes, once it is withdrawn or dropped: the memory
-// would otherwise grow with every consumer that ever went.
+// forgetSaid forgets what was said of as, once it is withdrawn or dropped: of its changes, and
+// the facts it and its backend told once (but what outlives it). The memory would otherwise
+// grow with every consumer that ever went, and listed again, it is said again.
+func (h *Harness) forgetSaid(as string) {
+	h.stages.forgetSaid(as)
+	h.told.forget(as)
+}
+
+// forgetSaid forgets what was said of as's changes.
 func (s *stager) forgetSaid(as string) {
 	prefix := as + "\x00"
 	for k := range s.said {

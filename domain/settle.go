@@ -287,12 +287,12 @@ func (h *Harness) settleLeaving(leaving []*item, r *Report) {
 			r.Dropped++
 			h.audit(c, "dropped", c.as+": dropped: its login and data are gone")
 			h.consumers.forget(c)
-			h.stages.forgetSaid(c.as)
+			h.forgetSaid(c.as)
 			continue
 		}
 		h.audit(c, "withdrawn", c.as+": withdrawn: its login taken away, its data kept")
 		h.consumers.markWithdrawn(c, h.clock.Now())
-		h.stages.forgetSaid(c.as)
+		h.forgetSaid(c.as)
 	}
 }
 

@@ -387,6 +387,24 @@ type Entry struct {
 	// rotated", "updated", "reinstated", "repaired", "withdrawn", "dropped"); empty for the
 	// other lines.
 	Event string
+	// Once, where set, makes the line a fact of its consumer that the loop says once: when its
+	// Fact is new or differs from the one last said under the same key, and not again while it
+	// holds. With an empty Message it says nothing and ends the fact: should it come back, it
+	// is said again. A backend tells the facts; the loop keeps what was said and forgets it
+	// with the consumer (domain.Told).
+	Once *Once
+}
+
+// Once is what keys and dates a line said once (Entry.Once): which fact of the consumer it is
+// (About, in the backend's words, and its Subject: an extension, a grant, a lock) and how it
+// stands (Fact; the line's text may change while the fact does not). Outlives is whether it is
+// kept when the consumer is withdrawn: true of what a withdrawal itself says, which each retry
+// of it would say again.
+type Once struct {
+	About    string
+	Subject  string
+	Fact     string
+	Outlives bool
 }
 
 // Logger is where the provider's lines go. Log must be safe for concurrent use.

@@ -57,7 +57,8 @@ type saidLine struct {
 var verbs = regexp.MustCompile(`%[-+# 0-9.]*[a-zA-Z]|\x00`)
 
 // linesSaid finds in one file each call that says a line: say(level, consumer, format, ...),
-// later(...), audit(c, event, line), and each ports.Entry's Message.
+// later(...), audit(c, event, line), once(key, fact, level, format, ...), and each
+// ports.Entry's Message.
 func linesSaid(t *testing.T, path string) []saidLine {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, nil, 0)
@@ -94,6 +95,8 @@ func linesSaid(t *testing.T, path string) []saidLine {
 				add(n.Args[2])
 			case name == "audit" && len(n.Args) == 3:
 				add(n.Args[2])
+			case name == "once" && len(n.Args) >= 4: // a fact told once: once(key, fact, level, format, ...)
+				add(n.Args[3])
 			}
 		case *ast.CompositeLit:
 			if sel, ok := n.Type.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Entry" {

@@ -104,11 +104,10 @@ ORDER BY 1, 2, 3`, role)
 		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { _, err := sp.Exec(ctx, revoke); return err })
 		switch {
 		case pgCode(err) == insufficientPrivilege:
-			if b.said.first(sayKey{role, membershipKept, g[0] + ">" + g[1] + "/" + g[2]}, "denied") {
-				b.say(slog.LevelWarn, role, "%s: the membership of %s in %s, granted by %s, cannot be revoked by the provider's "+
-					"role %s (%s); revoke it as a superuser: REVOKE %s FROM %s GRANTED BY %s", role, g[1], g[0], g[2], b.self,
-					pgMessage(err), ident(g[0]), ident(g[1]), ident(g[2]))
-			}
+			grant := sayKey{role, membershipKept, g[0] + ">" + g[1] + "/" + g[2]}
+			b.voice.once(grant, "denied", slog.LevelWarn, "%s: the membership of %s in %s, granted by %s, cannot be "+
+				"revoked by the provider's role %s (%s); revoke it as a superuser: REVOKE %s FROM %s GRANTED BY %s",
+				role, g[1], g[0], g[2], b.self, pgMessage(err), ident(g[0]), ident(g[1]), ident(g[2]))
 		case err != nil:
 			return fmt.Errorf("revoke %s from %s: %w", g[0], g[1], err)
 		}

@@ -84,7 +84,7 @@ type archiveRun struct {
 func newArchives(b *Backend, to *archive.Archiver, parallel int) *archives {
 	ctx, stop := context.WithCancel(context.Background())
 	return &archives{to: to, slots: make(chan struct{}, max(1, parallel)), ctx: ctx, stop: stop, runs: map[string]*archiveRun{},
-		pool: b.pool, resource: b.resource, home: b.home, log: b.log, say: b.say, source: b.dumpSource}
+		pool: b.pool, resource: b.resource, home: b.home, log: b.voice.log, say: b.voice.say, source: b.dumpSource}
 }
 
 // archivedFirst answers nil where each of dbs has an archive in the record (or is gone), and

@@ -109,7 +109,7 @@ type Backend struct {
 	resource string
 	adopt    Adopt
 	timeout  time.Duration
-	log      ports.Logger
+	voice    voice  // says the adapter's lines, and tells its facts of consumers to be said once
 	self     string // the provider's own role, never given to a consumer
 	home     string // the database of the provider's own sessions (the pool's)
 	// reach names the server in what is said, and knows which of the URL's hosts the sessions
@@ -128,9 +128,6 @@ type Backend struct {
 	// offered is what the server offers of every extension, kept from one create to the next
 	// while the server's list of them has not changed.
 	offered offeredCache
-	// said remembers what was said once, per consumer, topic and subject (say.go), so that it
-	// is said again only when it changes.
-	said saidOnce
 	// conns opens connections to consumers' databases, beside the pool.
 	conns databaseConns
 
@@ -252,7 +249,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	cc := pc.ConnConfig
-	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, log: cfg.Log,
+	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, voice: voice{cfg.Log},
 		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit),
 		self: cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
 	b.conns = databaseConns{slots: make(chan struct{}, max(1, cfg.MaxConnections-pooled)), base: cc, reach: b.reach, major: &b.major,
@@ -261,7 +258,7 @@ func New(cfg Config) (*Backend, error) {
 		b.archives = newArchives(b, cfg.Archive, cfg.ArchiveParallel)
 	}
 	if named != "" && named != cfg.Database {
-		b.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
+		b.voice.say(slog.LevelInfo, "", "the connection URL names database %s; the provider's sessions, its lease and its locks use %s, "+
 			"as every replica's do", named, cfg.Database)
 	}
 	return b, nil

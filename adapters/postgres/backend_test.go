@@ -515,7 +515,7 @@ func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {
 		}
 	}()
 	hung, err := postgres.New(postgres.Config{URL: "postgres://postgres:x@" + l.Addr().String() + "/postgres?sslmode=disable",
-		Timeout: 300 * time.Millisecond, Log: e.log})
+		Timeout: 300 * time.Millisecond, Log: e.logger()})
 	is.NoErr(err)
 	defer hung.Close()
 	err = errOf(hung.Create(ctx, provision(name("hung"))))

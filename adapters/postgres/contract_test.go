@@ -106,7 +106,7 @@ func (e *env) openServer(url string) func(t *testing.T, resource string) ports.S
 		if err := fs.Parse([]string{"--database-url", url}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := f.Open(ports.Options{Resource: resource, Log: e.log})
+		s, err := f.Open(ports.Options{Resource: resource, Log: e.logger()})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}

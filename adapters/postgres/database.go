@@ -61,7 +61,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			return f, changed, fmt.Errorf("end the sessions of others: %w", err)
 		}
 		if len(ended) > 0 {
-			b.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
+			b.voice.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
 				role, db, f.open, len(ended))
 		}
 	}

@@ -94,16 +94,14 @@ func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wa
 		switch {
 		case !b.allows(name):
 			lacks = append(lacks, lack(name, lackNotAllowed))
-			if b.said.first(key, "refused") {
-				b.say(slog.LevelWarn, w.role, "%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
-			}
+			b.voice.once(key, "refused", slog.LevelWarn,
+				"%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 		case !available:
 			lacks = append(lacks, lack(name, lackNotAvailable))
-			if b.said.first(key, "unavailable") {
-				b.say(slog.LevelWarn, w.role, "%s: extension %s is not available on this server; skipped", w.role, name)
-			}
+			b.voice.once(key, "unavailable", slog.LevelWarn,
+				"%s: extension %s is not available on this server; skipped", w.role, name)
 		default:
-			b.said.clear(key)
+			b.voice.over(key)
 			out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
 		}
 	}
@@ -144,9 +142,10 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
 			update = append(update, x.name)
-			if in == "public" && b.said.first(sayKey{w.role, extensionInPublic, x.name}, "public") {
-				b.say(slog.LevelWarn, w.role, "%s: extension %s is installed in schema public of %s, where the consumer can write; "+
-					"it stays there (drop it to have it made again in %s)", w.role, x.name, w.database, extensionSchema)
+			if in == "public" {
+				b.voice.once(sayKey{w.role, extensionInPublic, x.name}, "public", slog.LevelWarn, "%s: extension %s is "+
+					"installed in schema public of %s, where the consumer can write; it stays there (drop it to have it "+
+					"made again in %s)", w.role, x.name, w.database, extensionSchema)
 			}
 			continue
 		}
@@ -212,16 +211,15 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		if refusable && pgCode(err) == insufficientPrivilege {
 			// The server does not let a provider that is not a superuser create it (not
 			// trusted, not on the platform's allow-list): said once, and the rest go on.
-			if b.said.first(sayKey{w.role, extensionRefused, x.name}, pgMessage(err)) {
-				b.say(slog.LevelWarn, w.role, "%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
-			}
+			b.voice.once(sayKey{w.role, extensionRefused, x.name}, pgMessage(err), slog.LevelWarn,
+				"%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
 			b.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
 			return false, false, nil
 		}
 		return false, false, err
 	}
 	b.refusedExt.Delete(w.role + "/" + x.name)
-	b.said.clear(sayKey{w.role, extensionRefused, x.name})
+	b.voice.over(sayKey{w.role, extensionRefused, x.name})
 	return true, cascades, nil
 }
 
@@ -293,13 +291,12 @@ func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, vers
 		}
 	}
 	if ok := slices.Contains(o.versions, version); err != nil || ok {
-		b.said.clear(sayKey{role, extensionPin, name})
+		b.voice.over(sayKey{role, extensionPin, name})
 		return ok, err
 	}
-	if b.said.first(sayKey{role, extensionPin, name}, version) {
-		b.say(slog.LevelWarn, role, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
-			strings.Join(o.versions, ", "))
-	}
+	b.voice.once(sayKey{role, extensionPin, name}, version, slog.LevelWarn,
+		"%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
+		strings.Join(o.versions, ", "))
 	return false, nil
 }
 

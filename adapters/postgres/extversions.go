@@ -211,9 +211,8 @@ func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role strin
 				// The server does not let a provider that is not a superuser update it: a refusal
 				// of this consumer's update, said once; a rollout is not halted for it.
 				b.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")
-				if b.said.first(sayKey{role, extensionUpdate, x.name}, pgMessage(e)) {
-					b.say(slog.LevelWarn, role, "%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
-				}
+				b.voice.once(sayKey{role, extensionUpdate, x.name}, pgMessage(e), slog.LevelWarn,
+					"%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
 				continue
 			case code == "":
 				return updated, fmt.Errorf("%s: %w", u.Step, e)

@@ -1,24 +1,24 @@
 package postgres
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
-// What the Backend remembers of a consumer (extensions and updates the server refused it, what
-// its creates said of it once) goes with the consumer once it is withdrawn or dropped, and
-// nobody else's with it: issue 37 found refusedExt and refusedUpdate never forgotten. What a
-// withdrawal says stays said, as every retry of it would say it again.
+// What the Backend remembers of a consumer (extensions and updates the server refused it) goes
+// with the consumer once it is withdrawn or dropped, and nobody else's with it: issue 37 found
+// refusedExt and refusedUpdate never forgotten. What was said of it once is the loop's to
+// forget (domain's TestAConsumersFactsAreSaidOnceAndForgottenWithIt).
 func TestWhatIsRememberedOfAConsumerIsForgottenWithIt(t *testing.T) {
 	is := is.New(t)
 	b := &Backend{}
 	for _, role := range []string{"letta", "lettabis"} {
 		b.refusedExt.Store(role+"/dblink", "permission denied")
 		b.refusedUpdate.Store(role+"/extension vector -> 0.8.6", "the server refuses it")
-		b.said.first(sayKey{role, extensionUpdate, "vector"}, "refused")
-		b.said.first(sayKey{role, membershipKept, "a>b/c"}, "denied")
-		b.said.first(sayKey{role, signalLacked, ""}, "lacks")
 	}
 	b.forget("letta")
 	remembered := func(role string) (n int) {
@@ -29,14 +29,38 @@ func TestWhatIsRememberedOfAConsumerIsForgottenWithIt(t *testing.T) {
 				}
 			}
 		}
-		for _, k := range []sayKey{{role, extensionUpdate, "vector"}, {role, membershipKept, "a>b/c"}} {
-			if _, ok := b.said.said[k]; ok {
-				n++
-			}
-		}
 		return n
 	}
-	is.Equal(remembered("letta"), 0)                                   // gone with it
-	is.Equal(remembered("lettabis"), 4)                                // a login it is the start of keeps all
-	is.True(!b.said.first(sayKey{"letta", signalLacked, ""}, "lacks")) // what its withdrawal said is still said
+	is.Equal(remembered("letta"), 0)    // gone with it
+	is.Equal(remembered("lettabis"), 2) // a login it is the start of keeps all
 }
+
+// A fact told of a consumer carries its key and how it stands for the loop to say it once, and
+// whether it outlives the consumer's withdrawal: what a withdrawal tells does, what a create or
+// a check tells does not. Its end is told without a line.
+func TestAFactIsToldWithItsKeyAndWhetherItOutlivesTheConsumer(t *testing.T) {
+	is := is.New(t)
+	var got []ports.Entry
+	v := voice{log: logFunc(func(e ports.Entry) { got = append(got, e) })}
+	v.once(sayKey{"letta", extensionSkipped, "vector"}, "unavailable", slog.LevelWarn,
+		"%s: extension %s is not available", "letta", "vector")
+	v.once(sayKey{"letta", signalLacked, ""}, "lacks", slog.LevelWarn,
+		"%s: its sessions are not ended", "letta")
+	v.over(sayKey{"letta", extensionSkipped, "vector"})
+	is.Equal(len(got), 3)
+	is.Equal(got[0].Message, "letta: extension vector is not available")
+	is.Equal(*got[0].Once, ports.Once{About: "extension skipped", Subject: "vector", Fact: "unavailable"})
+	is.Equal(*got[1].Once, ports.Once{About: "signal lacked", Fact: "lacks", Outlives: true})
+	is.Equal(got[2].Message, "") // over: nothing to say
+	is.Equal(*got[2].Once, ports.Once{About: "extension skipped", Subject: "vector"})
+	for _, k := range []topic{recordForeign, recordUpgrade, signalLacked} {
+		is.True(k.kept()) // what a withdrawal tells
+	}
+	for _, k := range []topic{extensionSkipped, extensionInPublic, extensionRefused, extensionPin, extensionUpdate, membershipKept, lockHolderEnded} {
+		is.True(!k.kept()) // what a create or a check tells
+	}
+}
+
+type logFunc func(ports.Entry)
+
+func (f logFunc) Log(e ports.Entry) { f(e) }

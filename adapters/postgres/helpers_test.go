@@ -17,6 +17,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/adapters/postgres"
+	"github.com/novox/postgres-provider/domain"
 	"github.com/novox/postgres-provider/ports"
 	"github.com/novox/postgres-provider/tests/pgserver"
 )
@@ -48,8 +49,11 @@ type env struct {
 	t   testing.TB
 	srv *pgserver.TestServer
 	log *recLogger
-	b   *postgres.Backend
-	pm  int // the server's postmaster, once serverCPU has found it
+	// told is log as app wires it: what a backend tells of a consumer once, said once.
+	told     *domain.Told
+	toldOnce sync.Once
+	b        *postgres.Backend
+	pm       int // the server's postmaster, once serverCPU has found it
 }
 
 func newEnv(t testing.TB) *env {
@@ -89,11 +93,18 @@ func (e *env) backend(url string) *postgres.Backend {
 // backendWith is another Backend as cfg says, saying what it says to the env's logger.
 func (e *env) backendWith(cfg postgres.Config) *postgres.Backend {
 	e.t.Helper()
-	cfg.Log = e.log
+	cfg.Log = e.logger()
 	b, err := postgres.New(cfg)
 	is.New(e.t).NoErr(err) // backend
 	e.t.Cleanup(b.Close)
 	return b
+}
+
+// logger is where the env's backends say their lines: the env's log, through the loop's
+// memory of what was said once, one for the whole test as app has one for the process.
+func (e *env) logger() ports.Logger {
+	e.toldOnce.Do(func() { e.told = domain.NewTold(e.log) })
+	return e.told
 }
 
 var serial atomic.Int64

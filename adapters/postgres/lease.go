@@ -67,7 +67,7 @@ func (b *Backend) Lease() *Lease {
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepaliveIdle, Interval: keepaliveInterval, Count: keepaliveCount}}
 	cfg.DialFunc = dialer.DialContext
-	return &Lease{cfg: cfg, resource: b.resource, serverError: b.reach.serverError, inRecovery: b.reach.inRecovery, log: b.log, timeout: 5 * time.Second}
+	return &Lease{cfg: cfg, resource: b.resource, serverError: b.reach.serverError, inRecovery: b.reach.inRecovery, log: b.voice.log, timeout: 5 * time.Second}
 }
 
 // Held answers nil while this replica holds the lease: it checks that the lease's session is

@@ -285,9 +285,7 @@ func (b *Backend) freeRow(ctx context.Context, conn *pgx.Conn, role string) erro
 func (b *Backend) eviction(consumer string, conn *pgx.Conn) eviction {
 	e := eviction{
 		say: func(level slog.Level, key, text string) {
-			if b.said.first(sayKey{consumer, lockHolderEnded, key}, "said") {
-				b.say(level, consumer, "%s: %s", consumer, text)
-			}
+			b.voice.once(sayKey{consumer, lockHolderEnded, key}, "said", level, "%s: %s", consumer, text)
 		},
 		rollback: b.rollback(conn),
 		blocked: func(h holder, what string) {

@@ -160,7 +160,7 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 	// Superuser mode is the provider's first and usual one: named once it is left or entered
 	// again, delegated mode always.
 	if old := b.role.Swap(&serverRole{mode: mode, powers: powersOf(mode, version, b.self)}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
-		b.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.reach.server, mode)
+		b.voice.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.reach.server, mode)
 	}
 	return nil
 }

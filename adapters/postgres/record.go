@@ -151,9 +151,7 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	_, err = pgx.ForEachRow(rows, []any{&as, &comment}, func() error {
 		if r, ok := parseRecord(comment); ok && r.Resource == b.resource {
 			if why := foreign(as, r); why != "" {
-				if b.said.first(sayKey{as, recordForeign, ""}, why) {
-					b.say(slog.LevelWarn, as, "%s", why)
-				}
+				b.voice.once(sayKey{as, recordForeign, ""}, why, slog.LevelWarn, "%s", why)
 				return nil
 			}
 			out = append(out, r.managed(as))
@@ -201,8 +199,9 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 				return setRecord(ctx, tx, as, r)
 			})
 		})
-		if err != nil && b.said.first(sayKey{as, recordUpgrade, ""}, err.Error()) {
-			b.say(slog.LevelWarn, as, "%s: its record (withdrawn) could not be rewritten in the current format: %v", as, err)
+		if err != nil {
+			b.voice.once(sayKey{as, recordUpgrade, ""}, err.Error(), slog.LevelWarn,
+				"%s: its record (withdrawn) could not be rewritten in the current format: %v", as, err)
 		}
 	}
 }

@@ -57,8 +57,8 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 }
 
 // forget lets go of what the Backend remembers of the consumer as, once it is withdrawn or
-// dropped: the extensions and updates the server refused it, and what its creates said of it
-// once. Listed again, it is asked of the server anew.
+// dropped: the extensions and updates the server refused it. Listed again, it is asked of the
+// server anew. What was said of it once is the loop's to forget (domain.Told).
 func (b *Backend) forget(as string) {
 	prefix := as + "/"
 	for _, m := range []*sync.Map{&b.refusedExt, &b.refusedUpdate} {
@@ -69,8 +69,6 @@ func (b *Backend) forget(as string) {
 			return true
 		})
 	}
-	// What its creates said; not what a withdrawal says (topic.kept).
-	b.said.forget(as)
 }
 
 // Drop removes everything the provider made for the login as, and nothing else, in an order

@@ -51,7 +51,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 		return f, v, ports.ActRefuse, err
 	}
 	if err == nil && v.act == ports.ActAdopt {
-		b.say(slog.LevelWarn, d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+		b.voice.say(slog.LevelWarn, d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
 			"it now has the minted password and is managed like any other", d.role, d.role)
 	}
 	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err

@@ -101,11 +101,12 @@ const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE'
 // saySignal says once, naming what the provider's role lacks, where it may not end role's
 // sessions, and forgets that once it may.
 func (b *Backend) saySignal(role string, may bool) {
-	if !may && b.said.first(sayKey{role, signalLacked, ""}, "lacks") {
-		b.say(slog.LevelWarn, role, "%s: its sessions are not ended: the provider's role %s may not end them "+
-			"(GRANT pg_signal_backend TO %s); they end when they disconnect", role, b.self, b.self)
+	if !may {
+		b.voice.once(sayKey{role, signalLacked, ""}, "lacks", slog.LevelWarn, "%s: its sessions are not ended: "+
+			"the provider's role %s may not end them (GRANT pg_signal_backend TO %s); they end when they disconnect",
+			role, b.self, b.self)
 	}
 	if may {
-		b.said.clear(sayKey{role, signalLacked, ""})
+		b.voice.over(sayKey{role, signalLacked, ""})
 	}
 }
