@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,16 +119,14 @@ type Backend struct {
 	// which replica of it, a session on the server is.
 	application string
 	lockWait    time.Duration
-	allowed     []string // nil: every available extension
 	limit       int
 
 	// allowedSettings are the settings a consumer's entry may name (Config.AllowSettings).
 	allowedSettings []string
-	// offered is what the server offers of every extension, kept from one create to the next
-	// while the server's list of them has not changed.
-	offered offeredCache
 	// conns opens connections to consumers' databases, beside the pool.
 	conns databaseConns
+	// ext makes, keeps current and refuses consumers' extensions.
+	ext *extensionPath
 
 	// archives are the dumps taken before drops; nil where drops are not archived.
 	archives *archives
@@ -139,13 +136,6 @@ type Backend struct {
 	verified verifiedCache
 	// role is the provider's mode and the server's version, as last read.
 	role atomic.Pointer[serverRole]
-	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
-	// provider that is not a superuser, and the server's message: not checked for, as those it
-	// does not have, and lacked (Holding.Lacks).
-	refusedExt sync.Map
-	// refusedUpdate are the consumers' extension updates ("role/key") the server refused to
-	// make for a provider that is not a superuser, and why: said once, not tried again.
-	refusedUpdate sync.Map
 	// major is the server's major version, 0 until a session of the pool started.
 	major atomic.Int32
 	// blocked are the superusers' prepared transactions found in the provider's way.
@@ -250,10 +240,11 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, voice: voice{cfg.Log},
-		lockWait: cfg.LockTimeout, application: application, allowed: cfg.AllowExtensions, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit),
+		lockWait: cfg.LockTimeout, application: application, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit),
 		self: cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
 	b.conns = databaseConns{slots: make(chan struct{}, max(1, cfg.MaxConnections-pooled)), base: cc, reach: b.reach, major: &b.major,
 		readOnly: cfg.ReadOnly}
+	b.ext = &extensionPath{allowed: cfg.AllowExtensions, self: b.self, voice: b.voice, conns: &b.conns}
 	if cfg.Archive != nil {
 		b.archives = newArchives(b, cfg.Archive, cfg.ArchiveParallel)
 	}

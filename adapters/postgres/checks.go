@@ -94,7 +94,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	for k, i := range index {
 		inside[k] = make([]string, 0, len(wants[i].extensions))
 		for _, x := range wants[i].extensions {
-			if why := b.lacking(wants[i].role, x, has(available, x)); why != "" {
+			if why := b.ext.lacking(wants[i].role, x, has(available, x)); why != "" {
 				lacks[k] = append(lacks[k], lack(x, why))
 				continue
 			}
@@ -290,7 +290,7 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 		h.changes = append(h.changes, change{kind: schemaUnsafe})
 	}
 	var missing []change
-	missing, h.Updates, h.Has = b.versionsHeld(w.role, seen)
+	missing, h.Updates, h.Has = b.ext.versionsHeld(w.role, seen)
 	h.changes = append(h.changes, missing...)
 	for _, x := range kept {
 		h.Kept = append(h.Kept, "extension "+x+" kept: no longer named, never dropped")

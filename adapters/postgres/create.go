@@ -34,7 +34,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return atDatabase(w.database, err)
 		}
-		added, lacks, extErr := b.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath)
+		added, lacks, extErr := b.ext.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath)
 		if extErr == nil && len(lacks) > 0 {
 			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
 		}

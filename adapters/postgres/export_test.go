@@ -50,7 +50,7 @@ func SetSizesFresh(d time.Duration) (restore func()) {
 
 // OfferReads is how many times b's creates read all the server offers of every extension.
 func (b *Backend) OfferReads() int {
-	b.offered.mu.Lock()
-	defer b.offered.mu.Unlock()
-	return b.offered.reads
+	b.ext.offered.mu.Lock()
+	defer b.ext.offered.mu.Unlock()
+	return b.ext.offered.reads
 }

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,9 +33,44 @@ const extensionSchema = "extensions"
 // public first, as PostgreSQL's default, then the extensions.
 const consumerSearchPath = `"$user", public, ` + extensionSchema
 
+// extensionPath is how a consumer's extensions are made, kept current and refused: what it
+// may have, what the server offers (kept between creates), and what the server refused each
+// consumer. Its facts are told through voice. It is safe for concurrent use.
+type extensionPath struct {
+	allowed []string // nil: every available extension
+	self    string   // the provider's own role: the schema it owns is the provider's
+	voice   voice
+	conns   *databaseConns
+	// offered is what the server offers of every extension, kept from one create to the next
+	// while the server's list of them has not changed.
+	offered offeredCache
+	// refusedExt are the consumers' extensions ("role/name") the server refused to create for a
+	// provider that is not a superuser, and the server's message: not checked for, as those it
+	// does not have, and lacked (Holding.Lacks).
+	refusedExt sync.Map
+	// refusedUpdate are the consumers' extension updates ("role/key") the server refused to
+	// make for a provider that is not a superuser, and why: said once, not tried again.
+	refusedUpdate sync.Map
+}
+
+// forget lets go of what is remembered of the consumer as, once it is withdrawn or dropped:
+// the extensions and updates the server refused it. Listed again, it is asked of the server
+// anew.
+func (xp *extensionPath) forget(as string) {
+	prefix := as + "/"
+	for _, m := range []*sync.Map{&xp.refusedExt, &xp.refusedUpdate} {
+		m.Range(func(k, _ any) bool {
+			if strings.HasPrefix(k.(string), prefix) {
+				m.Delete(k)
+			}
+			return true
+		})
+	}
+}
+
 // allows is whether consumers may have the extension name (--allow-extensions).
-func (b *Backend) allows(name string) bool {
-	return b.allowed == nil || slices.Contains(b.allowed, name)
+func (xp *extensionPath) allows(name string) bool {
+	return xp.allowed == nil || slices.Contains(xp.allowed, name)
 }
 
 // extension is what the server has of an extension a consumer names.
@@ -61,10 +97,10 @@ func lack(name, why string) string { return "extension " + name + ": " + why }
 // lacking is why the provider does not make the extension name for role, "" where it does:
 // not allowed here, not available on this server (available says whether it is), or refused
 // by the server when it was last created.
-func (b *Backend) lacking(role, name string, available bool) string {
-	why, refused := b.refusedExt.Load(role + "/" + name)
+func (xp *extensionPath) lacking(role, name string, available bool) string {
+	why, refused := xp.refusedExt.Load(role + "/" + name)
 	switch {
-	case !b.allows(name):
+	case !xp.allows(name):
 		return lackNotAllowed
 	case !available:
 		return lackNotAvailable
@@ -78,7 +114,7 @@ func (b *Backend) lacking(role, name string, available bool) string {
 // Holding.Lacks' words), and says, once per consumer and extension until that changes, those
 // that are not: not allowed here (--allow-extensions), or not available on this server (as
 // offer has it).
-func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wanted) ([]extension, []string, error) {
+func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offerings, w wanted) ([]extension, []string, error) {
 	if len(w.extensions) == 0 {
 		return nil, nil, nil
 	}
@@ -92,16 +128,16 @@ func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wa
 		key := sayKey{w.role, extensionSkipped, name}
 		o, available := all[name]
 		switch {
-		case !b.allows(name):
+		case !xp.allows(name):
 			lacks = append(lacks, lack(name, lackNotAllowed))
-			b.voice.once(key, "refused", slog.LevelWarn,
+			xp.voice.once(key, "refused", slog.LevelWarn,
 				"%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 		case !available:
 			lacks = append(lacks, lack(name, lackNotAvailable))
-			b.voice.once(key, "unavailable", slog.LevelWarn,
+			xp.voice.once(key, "unavailable", slog.LevelWarn,
 				"%s: extension %s is not available on this server; skipped", w.role, name)
 		default:
-			b.voice.over(key)
+			xp.voice.over(key)
 			out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
 		}
 	}
@@ -118,19 +154,19 @@ func (b *Backend) extensionsToCreate(ctx context.Context, offer *offerings, w wa
 // key is among updates (the loop stages them), and where the update fails, the error is a
 // *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
 // role's search path there already the provider's; p are the powers the create acts under.
-func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
+func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
-	offer.kept = &b.offered
-	want, lacks, err := b.extensionsToCreate(ctx, offer, w)
+	offer.kept = &xp.offered
+	want, lacks, err := xp.extensionsToCreate(ctx, offer, w)
 	if err != nil || len(want) == 0 {
 		return false, lacks, err
 	}
-	db, err := b.conns.open(ctx, w.database, false)
+	db, err := xp.conns.open(ctx, w.database, false)
 	if err != nil {
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	installed, err := b.ensureSchema(ctx, db.Conn, w.role, p.schemaOwner)
+	installed, err := xp.ensureSchema(ctx, db.Conn, w.role, p.schemaOwner)
 	if err != nil {
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
@@ -143,13 +179,13 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		if in, ok := installed[x.name]; ok {
 			update = append(update, x.name)
 			if in == "public" {
-				b.voice.once(sayKey{w.role, extensionInPublic, x.name}, "public", slog.LevelWarn, "%s: extension %s is "+
+				xp.voice.once(sayKey{w.role, extensionInPublic, x.name}, "public", slog.LevelWarn, "%s: extension %s is "+
 					"installed in schema public of %s, where the consumer can write; it stays there (drop it to have it "+
 					"made again in %s)", w.role, x.name, w.database, extensionSchema)
 			}
 			continue
 		}
-		made, cascaded, err := b.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable)
+		made, cascaded, err := xp.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable)
 		if err != nil {
 			return changed, lacks, atExtension(x.name, w.database, err)
 		}
@@ -160,7 +196,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		} else if made {
 			present[x.name] = cmp.Or(x.schema, extensionSchema)
 		}
-		if why := b.lacking(w.role, x.name, true); why != "" {
+		if why := xp.lacking(w.role, x.name, true); why != "" {
 			lacks = append(lacks, lack(x.name, why))
 		}
 		changed = changed || made
@@ -171,7 +207,7 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 		if err != nil {
 			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}
-		updated, err := b.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable)
+		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
 			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
@@ -191,10 +227,10 @@ func (b *Backend) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wa
 // not let a provider that is not a superuser create is said once and skipped (refusable, its
 // powers). offer is what the server has of it, and present what is installed; it answers
 // whether the create made others (cascaded). Its errors are about x, unwrapped.
-func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool) (made, cascaded bool, err error) {
+func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool) (made, cascaded bool, err error) {
 	at := x.version
 	if pin := w.pins[x.name]; pin != "" {
-		if ok, err := b.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
+		if ok, err := xp.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
 			return false, false, err // nil where it was said and skipped
 		}
 		at = pin
@@ -211,15 +247,15 @@ func (b *Backend) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x
 		if refusable && pgCode(err) == insufficientPrivilege {
 			// The server does not let a provider that is not a superuser create it (not
 			// trusted, not on the platform's allow-list): said once, and the rest go on.
-			b.voice.once(sayKey{w.role, extensionRefused, x.name}, pgMessage(err), slog.LevelWarn,
+			xp.voice.once(sayKey{w.role, extensionRefused, x.name}, pgMessage(err), slog.LevelWarn,
 				"%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
-			b.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
+			xp.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
 			return false, false, nil
 		}
 		return false, false, err
 	}
-	b.refusedExt.Delete(w.role + "/" + x.name)
-	b.voice.over(sayKey{w.role, extensionRefused, x.name})
+	xp.refusedExt.Delete(w.role + "/" + x.name)
+	xp.voice.over(sayKey{w.role, extensionRefused, x.name})
 	return true, cascades, nil
 }
 
@@ -282,7 +318,7 @@ func byName(names, schemas []string) map[string]string {
 
 // offers is whether the server has version of the extension name (as offer read it), saying
 // once where it has not: the pin is refused for that extension, the others go on.
-func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, version string) (bool, error) {
+func (xp *extensionPath) offers(ctx context.Context, offer *offerings, role, name, version string) (bool, error) {
 	o, err := offer.of(ctx, name)
 	if err == nil && !slices.Contains(o.versions, version) { // a version the kept read did not list: asked of the server now
 		var fresh bool
@@ -291,10 +327,10 @@ func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, vers
 		}
 	}
 	if ok := slices.Contains(o.versions, version); err != nil || ok {
-		b.voice.over(sayKey{role, extensionPin, name})
+		xp.voice.over(sayKey{role, extensionPin, name})
 		return ok, err
 	}
-	b.voice.once(sayKey{role, extensionPin, name}, version, slog.LevelWarn,
+	xp.voice.once(sayKey{role, extensionPin, name}, version, slog.LevelWarn,
 		"%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
 		strings.Join(o.versions, ", "))
 	return false, nil
@@ -307,7 +343,7 @@ func (b *Backend) offers(ctx context.Context, offer *offerings, role, name, vers
 // privileges are written only where they are not so already. It answers the extensions
 // installed there, by name, with their schemas, read in the same statement. mustOwn is who
 // must own the schema, in a refusal's words (powers.schemaOwner).
-func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn string) (installed map[string]string, err error) {
+func (xp *extensionPath) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn string) (installed map[string]string, err error) {
 	var owner *string
 	var super, granted bool
 	var names, schemas []string
@@ -315,7 +351,7 @@ func (b *Backend) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn 
 	switch {
 	case err != nil:
 		return nil, err
-	case owner != nil && !super && *owner != b.self:
+	case owner != nil && !super && *owner != xp.self:
 		return nil, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
 			"others may create objects", extensionSchema, *owner, mustOwn))
 	}

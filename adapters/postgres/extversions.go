@@ -170,7 +170,7 @@ func scanInstalled(ctx context.Context, rows pgx.Rows, offer *offerings) ([]inst
 // versionsHeld turns what a check observed into the Holding's parts: the extensions missing
 // (drift), the updates due, and the keys of those held at the wanted version. A refusal the
 // server gave when an update was tried (delegated) is the update's.
-func (b *Backend) versionsHeld(role string, seen []installed) (drift []change, updates []ports.Update, has []string) {
+func (xp *extensionPath) versionsHeld(role string, seen []installed) (drift []change, updates []ports.Update, has []string) {
 	for _, x := range seen {
 		u, due := x.change()
 		if x.version == "" && !due {
@@ -181,7 +181,7 @@ func (b *Backend) versionsHeld(role string, seen []installed) (drift []change, u
 			has = append(has, updateKey(x.name, x.want))
 			continue
 		}
-		if why, ok := b.refusedUpdate.Load(role + "/" + u.Key); ok && u.Refused == "" {
+		if why, ok := xp.refusedUpdate.Load(role + "/" + u.Key); ok && u.Refused == "" {
 			u.Refused = why.(string)
 		}
 		updates = append(updates, u)
@@ -196,7 +196,7 @@ func (b *Backend) versionsHeld(role string, seen []installed) (drift []change, u
 // transaction: a script that fails leaves the version that was. It answers whether it updated
 // one, and where one failed, a *ports.UpdateFailed; the others go on. refusable is whether the
 // server may refuse the provider an update (powers.refusable): said once, not tried again.
-func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role string, seen []installed, allowed []string, refusable bool) (updated bool, err error) {
+func (xp *extensionPath) updateExtensions(ctx context.Context, db *pgx.Conn, role string, seen []installed, allowed []string, refusable bool) (updated bool, err error) {
 	var failed error
 	for _, x := range seen {
 		u, due := x.change()
@@ -210,8 +210,8 @@ func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role strin
 			case code == insufficientPrivilege && refusable:
 				// The server does not let a provider that is not a superuser update it: a refusal
 				// of this consumer's update, said once; a rollout is not halted for it.
-				b.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")
-				b.voice.once(sayKey{role, extensionUpdate, x.name}, pgMessage(e), slog.LevelWarn,
+				xp.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")
+				xp.voice.once(sayKey{role, extensionUpdate, x.name}, pgMessage(e), slog.LevelWarn,
 					"%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
 				continue
 			case code == "":
@@ -222,7 +222,7 @@ func (b *Backend) updateExtensions(ctx context.Context, db *pgx.Conn, role strin
 			}
 			continue
 		}
-		b.refusedUpdate.Delete(role + "/" + u.Key)
+		xp.refusedUpdate.Delete(role + "/" + u.Key)
 		updated = true
 	}
 	return updated, failed

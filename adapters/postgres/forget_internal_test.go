@@ -9,20 +9,20 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// What the Backend remembers of a consumer (extensions and updates the server refused it) goes
+// What the Backend remembers of a consumer's extensions (extensions and updates the server refused it) goes
 // with the consumer once it is withdrawn or dropped, and nobody else's with it: issue 37 found
 // refusedExt and refusedUpdate never forgotten. What was said of it once is the loop's to
 // forget (domain's TestAConsumersFactsAreSaidOnceAndForgottenWithIt).
 func TestWhatIsRememberedOfAConsumerIsForgottenWithIt(t *testing.T) {
 	is := is.New(t)
-	b := &Backend{}
+	xp := &extensionPath{}
 	for _, role := range []string{"letta", "lettabis"} {
-		b.refusedExt.Store(role+"/dblink", "permission denied")
-		b.refusedUpdate.Store(role+"/extension vector -> 0.8.6", "the server refuses it")
+		xp.refusedExt.Store(role+"/dblink", "permission denied")
+		xp.refusedUpdate.Store(role+"/extension vector -> 0.8.6", "the server refuses it")
 	}
-	b.forget("letta")
+	xp.forget("letta")
 	remembered := func(role string) (n int) {
-		for _, m := range []interface{ Load(any) (any, bool) }{&b.refusedExt, &b.refusedUpdate} {
+		for _, m := range []interface{ Load(any) (any, bool) }{&xp.refusedExt, &xp.refusedUpdate} {
 			for _, k := range []string{role + "/dblink", role + "/extension vector -> 0.8.6"} {
 				if _, ok := m.Load(k); ok {
 					n++

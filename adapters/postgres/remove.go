@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,24 +49,9 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 		return then(ctx, conn, r, f)
 	})
 	if err == nil {
-		b.forget(as)
+		b.ext.forget(as) // what was said of it once is the loop's to forget (domain.Told)
 	}
 	return err
-}
-
-// forget lets go of what the Backend remembers of the consumer as, once it is withdrawn or
-// dropped: the extensions and updates the server refused it. Listed again, it is asked of the
-// server anew. What was said of it once is the loop's to forget (domain.Told).
-func (b *Backend) forget(as string) {
-	prefix := as + "/"
-	for _, m := range []*sync.Map{&b.refusedExt, &b.refusedUpdate} {
-		m.Range(func(k, _ any) bool {
-			if strings.HasPrefix(k.(string), prefix) {
-				m.Delete(k)
-			}
-			return true
-		})
-	}
 }
 
 // Drop removes everything the provider made for the login as, and nothing else, in an order
