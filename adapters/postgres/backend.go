@@ -118,15 +118,15 @@ type Backend struct {
 	// application is the application_name of the Backend's sessions: which provider, and
 	// which replica of it, a session on the server is.
 	application string
-	lockWait    time.Duration
-	limit       int
 
-	// allowedSettings are the settings a consumer's entry may name (Config.AllowSettings).
-	allowedSettings []string
+	// rules are what the configuration asks of an entry (names, connection limit, settings).
+	rules entryRules
 	// conns opens connections to consumers' databases, beside the pool.
 	conns databaseConns
 	// ext makes, keeps current and refuses consumers' extensions.
 	ext *extensionPath
+	// locks takes a consumer's lock for each act on it.
+	locks *loginLocks
 
 	// archives are the dumps taken before drops; nil where drops are not archived.
 	archives *archives
@@ -240,10 +240,13 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cc := pc.ConnConfig
 	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, voice: voice{cfg.Log},
-		lockWait: cfg.LockTimeout, application: application, allowedSettings: cfg.AllowSettings, limit: limitOrNone(cfg.ConnectionLimit),
-		self: cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
+		application: application,
+		self:        cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
 	b.conns = databaseConns{slots: make(chan struct{}, max(1, cfg.MaxConnections-pooled)), base: cc, reach: b.reach, major: &b.major,
 		readOnly: cfg.ReadOnly}
+	b.rules = entryRules{self: b.self, limit: limitOrNone(cfg.ConnectionLimit), allowedSettings: cfg.AllowSettings}
+	b.locks = &loginLocks{pool: pool, timeout: cfg.Timeout, wait: cfg.LockTimeout, reach: b.reach, conns: &b.conns, voice: b.voice,
+		blocked: &b.blocked}
 	b.ext = &extensionPath{allowed: cfg.AllowExtensions, self: b.self, voice: b.voice, conns: &b.conns}
 	if cfg.Archive != nil {
 		b.archives = newArchives(b, cfg.Archive, cfg.ArchiveParallel)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -61,7 +60,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	var roles, databases, named []string
 	index := make([]int, 0, len(ps)) // which of ps are asked about
 	for i, p := range ps {
-		w, err := b.wantedOf(p)
+		w, err := b.rules.wantedOf(p)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -87,7 +86,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		}
 		return out
 	}
-	b.verifyAll(ps, wants, index, seen, byLogin)
+	b.verified.verifyAll(ps, wants, index, seen, byLogin)
 	var deep []int                         // the consumers whose databases must be looked into
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	lacks := make([][]string, len(index))  // and those the provider does not make for it
@@ -127,18 +126,6 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		}
 	}
 	return out
-}
-
-// verifyAll works out, on every core, whether each stored verifier was made from the minted
-// password: a process that has not checked them before (a start, a take-over) runs PBKDF2
-// once for each. A provider that is not a superuser cannot read them: it logs in with the
-// password instead (checkInside), as the consumers the loop granted a login this pass
-// (Provision.Login); the others' passwords are taken as held until their turn (byLogin).
-func (b *Backend) verifyAll(ps []ports.Provision, wants []wanted, index []int, seen []observed, byLogin bool) {
-	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
-		i := index[k]
-		seen[k].verifies = byLogin || seen[k].stored != nil && b.verified.verifies(*seen[k].stored, ps[i].Password, wants[i].role)
-	})
 }
 
 // insideBatch is what the checks inside databases of one batch share: the time each has from
@@ -187,7 +174,7 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 		slot()
 	}
 	if batch.byLogin && p.Login {
-		ok, err := b.logsIn(dctx, w, p.Password)
+		ok, err := b.conns.logsIn(dctx, w.database, w.role, p.Password)
 		if err != nil || !ok || len(names) == 0 {
 			release()
 		}
@@ -302,27 +289,4 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 func has[V any](m map[string]V, k string) bool {
 	_, ok := m[k]
 	return ok
-}
-
-// logsIn is whether the consumer's role logs in to its database with password, asked by
-// logging in as it (a SCRAM exchange on a short-lived connection, in a slot of the Backend's
-// budget for connections to consumers' databases that the caller holds): how a provider that
-// cannot read stored verifiers checks the password. ok is false only where the server refused the password; any other
-// refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
-// the database not accepting connections) is an error: the password could not be checked.
-func (b *Backend) logsIn(ctx context.Context, w wanted, password string) (ok bool, err error) {
-	cfg := b.conns.config(w.database)
-	cfg.User, cfg.Password = w.role, password
-	cfg.RuntimeParams = map[string]string{"application_name": b.application}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if pgCode(err) == invalidPassword {
-		return false, nil
-	}
-	if code := pgCode(err); code != "" {
-		return false, fmt.Errorf("%s (%s)", pgMessage(err), code)
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, conn.Close(context.WithoutCancel(ctx))
 }

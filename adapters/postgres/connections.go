@@ -5,6 +5,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -93,4 +94,27 @@ func (c *databaseConns) config(db string) *pgx.ConnConfig {
 	cfg.Database = db
 	c.reach.first(cfg)
 	return cfg
+}
+
+// logsIn is whether the consumer's role logs in to its database db with password, asked by
+// logging in as it (a SCRAM exchange on a short-lived connection, in a slot of the Backend's
+// budget for connections to consumers' databases that the caller holds): how a provider that
+// cannot read stored verifiers checks the password. ok is false only where the server refused the password; any other
+// refusal (the role's connection limit reached, no pg_hba.conf entry for the provider's host,
+// the database not accepting connections) is an error: the password could not be checked.
+func (c *databaseConns) logsIn(ctx context.Context, db, role, password string) (ok bool, err error) {
+	cfg := c.config(db)
+	cfg.User, cfg.Password = role, password
+	cfg.RuntimeParams = map[string]string{"application_name": c.base.RuntimeParams["application_name"]} // nothing else of the provider's
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if pgCode(err) == invalidPassword {
+		return false, nil
+	}
+	if code := pgCode(err); code != "" {
+		return false, fmt.Errorf("%s (%s)", pgMessage(err), code)
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, conn.Close(context.WithoutCancel(ctx))
 }

@@ -17,14 +17,14 @@ import (
 // Creates of one consumer, from this process or another provider on the same server, are
 // serialised by an advisory lock.
 func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, error) {
-	w, err := b.creatable(p)
+	w, err := b.rules.creatable(p)
 	if err != nil {
 		return ports.ActRefuse, err
 	}
 	d := define(w, b.resource)
 	s := b.stance() // one reading of the provider's mode, for all of this create
 	var did ports.Act
-	err = b.locked(ctx, w.role, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err = b.locks.locked(ctx, w.role, s.powers, func(ctx context.Context, conn *pgxpool.Conn) error {
 		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
 		f, v, act, err := b.ensureRole(ctx, conn, d, s, p.Password)
 		if did = act; err != nil {
@@ -56,17 +56,4 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		return extErr
 	})
 	return did, err
-}
-
-// creatable is what Create checks of p before its first statement: every name, and a password.
-// Its errors are of kind ports.ErrInvalid.
-func (b *Backend) creatable(p ports.Provision) (wanted, error) {
-	w, err := b.wantedOf(p)
-	if err != nil {
-		return wanted{}, err
-	}
-	if p.Password == "" {
-		return wanted{}, invalid(atRole(w.role, errors.New("the minted password is empty")))
-	}
-	return w, nil
 }

@@ -41,7 +41,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			return f, false, err
 		}
 		changed = true
-		if f, err = b.observe(ctx, conn, role, db, reading{}); err != nil {
+		if f, err = observe(ctx, conn, s.powers, role, db, reading{}); err != nil {
 			return f, changed, err
 		}
 		if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
@@ -81,7 +81,7 @@ func (b *Backend) Clashes(ps []ports.Provision) []error {
 	out := make([]error, len(ps))
 	first := make(map[string]string, len(ps)) // database: the first consumer that asks for it
 	for i, p := range ps {
-		w, err := b.wantedOf(p)
+		w, err := b.rules.wantedOf(p)
 		if err != nil {
 			continue
 		}

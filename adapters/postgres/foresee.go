@@ -26,7 +26,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 	wants := make([]wanted, len(ps))
 	valid := make([]int, 0, len(ps))
 	for i, p := range ps {
-		w, err := b.creatable(p)
+		w, err := b.rules.creatable(p)
 		if err != nil {
 			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}
 			continue
@@ -138,7 +138,7 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		w, l := wants[i], &looks[i]
 		d := define(w, b.resource)
 		cctx, cancel := context.WithTimeout(ctx, each)
-		l.observed, err = b.observe(cctx, tx, w.role, w.database, forVerdict)
+		l.observed, err = observe(cctx, tx, s.powers, w.role, w.database, forVerdict)
 		var vet error
 		if err == nil {
 			vet, l.err = vetWithin(cctx, tx, w.settings)

@@ -34,15 +34,27 @@ const (
 	leaseKey = "pg_catalog.hashtextextended('novox-provisioner-leader/' || $1, 0)"
 )
 
+// loginLocks takes a consumer's advisory lock, and ends what holds it where the provider may:
+// given what it needs of the Backend when the Backend is made.
+type loginLocks struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration // all of a locked call
+	wait    time.Duration // lock_timeout: a longer wait for somebody else's lock is transient
+	reach   *reach
+	conns   *databaseConns
+	voice   voice
+	blocked *blockedBy
+}
+
 // locked runs fn on one connection while it holds the advisory lock for the consumer's login,
-// all within the Backend's timeout. The lock is the server's, so two providers, or two Creates
-// here, never interleave on one consumer.
-func (b *Backend) locked(ctx context.Context, role string, fn func(context.Context, *pgxpool.Conn) error) error {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+// all within the Backend's timeout, under the powers p of the act it is part of. The lock is
+// the server's, so two providers, or two Creates here, never interleave on one consumer.
+func (l *loginLocks) locked(ctx context.Context, role string, p powers, fn func(context.Context, *pgxpool.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	conn, err := b.pool.Acquire(ctx)
+	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return b.reach.connectError(err)
+		return l.reach.connectError(err)
 	}
 	defer conn.Release()
 	// Transaction sampling is decided as a transaction starts, so it is turned off for the
@@ -50,7 +62,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 	// may; a server that samples is refused in delegated mode (quiet). Whether a prepared
 	// transaction holds the role's row is asked in the same statement (pg_authid: a superuser's
 	// question only).
-	sampling, rowHeld, p := "true", "false", b.powers()
+	sampling, rowHeld := "true", "false"
 	if p.quiets {
 		sampling = "pg_catalog.set_config('log_transaction_sample_rate', '0', false) IS NOT NULL"
 	}
@@ -63,17 +75,17 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 		// Held, or waited for, by somebody: sessions and prepared transactions that are not a
 		// superuser's are ended (a consumer may take another's key in the provider's
 		// database); another provider's are waited for, at most lock_timeout.
-		if _, err = b.evict(ctx, conn.Conn(), loginKey, role, "the provider's lock of "+role); err == nil {
+		if _, err = l.evict(ctx, conn.Conn(), p, loginKey, role, "the provider's lock of "+role); err == nil {
 			_, err = conn.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+loginKey+")", role)
 		}
 	}
 	if err == nil && heldRow {
 		// A prepared transaction changed the role (ALTER ROLE self ...; PREPARE TRANSACTION):
 		// every statement on the role would wait for it to its lock_timeout, every pass.
-		err = b.freeRow(ctx, conn.Conn(), role)
+		err = l.freeRow(ctx, conn.Conn(), p, role)
 	}
 	if err != nil {
-		return lockError(fmt.Errorf("lock %s: %w", role, err), b.lockWait)
+		return lockError(fmt.Errorf("lock %s: %w", role, err), l.wait)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -83,7 +95,7 @@ func (b *Backend) locked(ctx context.Context, role string, fn func(context.Conte
 			_ = conn.Conn().Close(uctx)
 		}
 	}()
-	return lockError(fn(ctx, conn), b.lockWait)
+	return lockError(fn(ctx, conn), l.wait)
 }
 
 // lockError says where err is a statement that waited on somebody else's lock for longer than
@@ -243,12 +255,12 @@ func rollbackOn(conn *pgx.Conn) func(ctx context.Context, db, gid string) error 
 
 // rollback runs ROLLBACK PREPARED gid in db, on conn where that is its database, else on a
 // connection of its own there.
-func (b *Backend) rollback(conn *pgx.Conn) func(ctx context.Context, db, gid string) error {
+func (l *loginLocks) rollback(conn *pgx.Conn) func(ctx context.Context, db, gid string) error {
 	return func(ctx context.Context, db, gid string) error {
 		if db == conn.Config().Database {
 			return rollbackOn(conn)(ctx, db, gid)
 		}
-		other, err := b.conns.open(ctx, db, false)
+		other, err := l.conns.open(ctx, db, false)
 		if err != nil {
 			return err
 		}
@@ -260,43 +272,43 @@ func (b *Backend) rollback(conn *pgx.Conn) func(ctx context.Context, db, gid str
 // evict ends the sessions, but superusers', that hold or wait for the lock of key for arg,
 // and rolls back the prepared transactions, but superusers', that hold it, each said; a
 // superuser's prepared transaction that holds it is said loudly. It answers how many it ended.
-func (b *Backend) evict(ctx context.Context, conn *pgx.Conn, key, arg, what string) (int, error) {
+func (l *loginLocks) evict(ctx context.Context, conn *pgx.Conn, p powers, key, arg, what string) (int, error) {
 	hs, err := holders(ctx, conn, holdersOf(key), arg)
 	if err != nil {
 		return 0, err
 	}
-	return b.eviction(arg, conn).end(ctx, conn, hs, what)
+	return l.eviction(arg, conn, p).end(ctx, conn, hs, what)
 }
 
 // freeRow rolls back the prepared transactions, but superusers', that hold the row of role, each
 // said; a superuser's is said loudly.
-func (b *Backend) freeRow(ctx context.Context, conn *pgx.Conn, role string) error {
+func (l *loginLocks) freeRow(ctx context.Context, conn *pgx.Conn, p powers, role string) error {
 	hs, err := holders(ctx, conn, rowHoldersSQL, role)
 	if err != nil {
 		return err
 	}
-	_, err = b.eviction(role, conn).end(ctx, conn, hs, "the row of role "+role)
+	_, err = l.eviction(role, conn, p).end(ctx, conn, hs, "the row of role "+role)
 	return err
 }
 
 // eviction is how the Backend ends what holds the locks of the consumer: said on it, once per
 // consumer and what was ended (whose session or prepared transaction, and which lock), and a
 // superuser's prepared transaction kept as the reason the provider is not ready.
-func (b *Backend) eviction(consumer string, conn *pgx.Conn) eviction {
+func (l *loginLocks) eviction(consumer string, conn *pgx.Conn, p powers) eviction {
 	e := eviction{
 		say: func(level slog.Level, key, text string) {
-			b.voice.once(sayKey{consumer, lockHolderEnded, key}, "said", level, "%s: %s", consumer, text)
+			l.voice.once(sayKey{consumer, lockHolderEnded, key}, "said", level, "%s: %s", consumer, text)
 		},
-		rollback: b.rollback(conn),
+		rollback: l.rollback(conn),
 		blocked: func(h holder, what string) {
 			who := h.user
 			if h.super {
 				who = "the superuser " + who
 			}
-			b.blocked.add(h, fmt.Sprintf("prepared transaction %q of %s in %s holds %s", h.gid, who, h.database, what))
+			l.blocked.add(h, fmt.Sprintf("prepared transaction %q of %s in %s holds %s", h.gid, who, h.database, what))
 		},
 	}
-	if !b.powers().seesPrepared {
+	if !p.seesPrepared {
 		e.rollback = nil
 	}
 	return e

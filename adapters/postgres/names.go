@@ -4,6 +4,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -37,19 +38,28 @@ type wanted struct {
 	limit int
 }
 
+// entryRules are what the Backend's configuration asks of an entry: names the provider's own
+// role may not take, the connection limit where the entry names none, and the settings it may
+// name.
+type entryRules struct {
+	self            string   // the provider's own role, never given to a consumer
+	limit           int      // Config.ConnectionLimit
+	allowedSettings []string // Config.AllowSettings
+}
+
 // wantedOf validates what p names: the login, the database (derived.database, else values.name,
 // else the login), values.extensions, derived.connection_limit and derived.settings, as
 // ports.Provision reads them for every backend, with the names checked as PostgreSQL takes them.
 // Its errors are of kind ports.ErrInvalid.
-func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
-	if err := b.checkName("login", p.As); err != nil {
+func (r entryRules) wantedOf(p ports.Provision) (wanted, error) {
+	if err := r.checkName("login", p.As); err != nil {
 		return wanted{}, invalid(err)
 	}
 	db, err := p.Database()
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	if err := b.checkName("database", db); err != nil {
+	if err := r.checkName("database", db); err != nil {
 		return wanted{}, invalid(err)
 	}
 	exts, pins, err := extensionsOf(p.Values)
@@ -61,13 +71,26 @@ func (b *Backend) wantedOf(p ports.Provision) (wanted, error) {
 		return wanted{}, invalid(err)
 	}
 	if !named {
-		limit = b.limit
+		limit = r.limit
 	}
-	settings, err := b.settingsOf(p)
+	settings, err := r.settingsOf(p)
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
 	return wanted{role: p.As, database: db, extensions: exts, pins: pins, derived: p.Derived, limit: limit, settings: settings}, nil
+}
+
+// creatable is what Create checks of p before its first statement: every name, and a password.
+// Its errors are of kind ports.ErrInvalid.
+func (r entryRules) creatable(p ports.Provision) (wanted, error) {
+	w, err := r.wantedOf(p)
+	if err != nil {
+		return wanted{}, err
+	}
+	if p.Password == "" {
+		return wanted{}, invalid(atRole(w.role, errors.New("the minted password is empty")))
+	}
+	return w, nil
 }
 
 // databaseOf names the consumer's database as ports.Provision.Database does, for a record
@@ -78,7 +101,7 @@ func databaseOf(as string, values, derived map[string]any) (string, error) {
 
 // checkName refuses a login or database name that is empty, too long, holds anything but
 // letters, digits, '_' and '-', or is one PostgreSQL or this provider keeps for itself.
-func (b *Backend) checkName(what, name string) error {
+func (r entryRules) checkName(what, name string) error {
 	if err := checkIdentifier(what, name); err != nil {
 		return err
 	}
@@ -86,7 +109,7 @@ func (b *Backend) checkName(what, name string) error {
 	if strings.HasPrefix(lower, "pg_") {
 		return fmt.Errorf("%s %q: names starting with pg_ are reserved", what, name)
 	}
-	if slices.Contains(reserved, lower) || (b.self != "" && lower == strings.ToLower(b.self)) {
+	if slices.Contains(reserved, lower) || (r.self != "" && lower == strings.ToLower(r.self)) {
 		return fmt.Errorf("%s %q: the name is reserved", what, name)
 	}
 	return nil
@@ -203,14 +226,14 @@ type setting struct {
 
 // settingsOf reads derived.settings as ports.Provision.Settings does, each name checked against
 // what is never set and the allow-list. Its errors say which name and why.
-func (b *Backend) settingsOf(p ports.Provision) ([]setting, error) {
+func (r entryRules) settingsOf(p ports.Provision) ([]setting, error) {
 	read, err := p.Settings()
 	out := make([]setting, 0, len(read))
 	for _, s := range read { // those read before what err is about, and it: their names come first
 		if err := CheckAllowSetting(s.Name); err != nil {
 			return nil, fmt.Errorf("derived.settings: %w", err)
 		}
-		if !slices.Contains(b.allowedSettings, s.Name) {
+		if !slices.Contains(r.allowedSettings, s.Name) {
 			return nil, fmt.Errorf("derived.settings: setting %s is not allowed on this server (--allow-settings)", s.Name)
 		}
 		out = append(out, setting{name: s.Name, value: s.Value})

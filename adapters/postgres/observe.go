@@ -134,9 +134,9 @@ func scanObserved(rows pgx.Rows) ([]observed, error) {
 }
 
 // observe reads one consumer, role and database ("" where only the role matters), in one
-// round trip on q.
-func (b *Backend) observe(ctx context.Context, q querier, role, database string, r reading) (observed, error) {
-	rows, err := q.Query(ctx, observeSQL(r, b.powers().readsVerifiers), []string{role}, []string{database}, consumerSearchPath)
+// round trip on q, as a provider with the powers p may.
+func observe(ctx context.Context, q querier, p powers, role, database string, r reading) (observed, error) {
+	rows, err := q.Query(ctx, observeSQL(r, p.readsVerifiers), []string{role}, []string{database}, consumerSearchPath)
 	if err != nil {
 		return observed{}, err
 	}

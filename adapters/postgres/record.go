@@ -181,17 +181,18 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 	if b.readOnly {
 		return
 	}
+	p := b.powers() // one reading of the mode for all of them
 	for _, as := range logins {
-		if b.checkName("login", as) != nil {
+		if b.rules.checkName("login", as) != nil {
 			continue // not a login the provider could have made: left as it is
 		}
-		err := b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
+		err := b.locks.locked(ctx, as, p, func(ctx context.Context, conn *pgxpool.Conn) error {
 			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				f, err := b.observe(ctx, tx, as, "", forWithdrawal)
+				f, err := observe(ctx, tx, p, as, "", forWithdrawal)
 				if err != nil || !f.role {
 					return err
 				}
-				r, err := b.ours(as, f)
+				r, err := recordOf(as, b.resource, f.comment)
 				if err != nil || r.State != withdrawn || r.V >= recordVersion {
 					return nil // changed meanwhile
 				}
@@ -204,12 +205,6 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 				"%s: its record (withdrawn) could not be rewritten in the current format: %v", as, err)
 		}
 	}
-}
-
-// ours answers the record on role where it is this provider's, and an error that says whose
-// the role is otherwise.
-func (b *Backend) ours(role string, f observed) (record, error) {
-	return recordOf(role, b.resource, f.comment)
 }
 
 // recordOf answers the record comment holds on role where it is the record of the provider

@@ -19,7 +19,7 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string) error {
-	return b.withdrawThen(ctx, as, markWithdrawn, func(context.Context, *pgxpool.Conn, record, observed) error { return nil })
+	return b.withdrawThen(ctx, as, markWithdrawn, func(context.Context, *pgxpool.Conn, powers, record, observed) error { return nil })
 }
 
 // marking is whether a withdrawal marks the record withdrawn: Remove does; Drop does not, so
@@ -32,21 +32,22 @@ const (
 )
 
 // withdrawThen takes the login as, under its lock (marking its record withdrawn as mark
-// says), and where the role exists, ends its sessions and runs then with its record and what it
-// holds, still under the lock.
-func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, then func(context.Context, *pgxpool.Conn, record, observed) error) error {
-	if err := b.checkName("login", as); err != nil {
+// says), and where the role exists, ends its sessions and runs then with the powers it acts
+// under, its record and what it holds, still under the lock.
+func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, then func(context.Context, *pgxpool.Conn, powers, record, observed) error) error {
+	if err := b.rules.checkName("login", as); err != nil {
 		return err
 	}
-	err := b.locked(ctx, as, func(ctx context.Context, conn *pgxpool.Conn) error {
-		r, f, err := b.withdrawLogin(ctx, conn, as, mark)
+	p := b.powers() // one reading of the mode for the whole withdrawal
+	err := b.locks.locked(ctx, as, p, func(ctx context.Context, conn *pgxpool.Conn) error {
+		r, f, err := b.withdrawLogin(ctx, conn, p, as, mark)
 		if err != nil || !f.role {
 			return err
 		}
-		if err := b.endSessions(ctx, conn, as); err != nil {
+		if err := endSessions(ctx, conn, b.voice, b.self, as); err != nil {
 			return err
 		}
-		return then(ctx, conn, r, f)
+		return then(ctx, conn, p, r, f)
 	})
 	if err == nil {
 		b.ext.forget(as) // what was said of it once is the loop's to forget (domain.Told)
@@ -66,8 +67,8 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 func (b *Backend) Drop(ctx context.Context, as string) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
-	return b.withdrawThen(ctx, as, keepRecord, func(ctx context.Context, conn *pgxpool.Conn, r record, h observed) error {
-		asMember := b.powers().asMember // one reading of the mode for the whole drop
+	return b.withdrawThen(ctx, as, keepRecord, func(ctx context.Context, conn *pgxpool.Conn, p powers, r record, h observed) error {
+		asMember := p.asMember
 		mine := r.databases(as)
 		if len(mine) == 0 {
 			return fmt.Errorf("drop %s: its record names no database", as)
@@ -93,7 +94,7 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 			}
 		}
 		for _, db := range h.owns {
-			if err := b.dropDatabase(ctx, conn, db, as, asMember); err != nil {
+			if err := dropDatabase(ctx, conn, db, as, asMember); err != nil {
 				return fmt.Errorf("drop database %s: %w", db, err)
 			}
 		}
@@ -105,7 +106,7 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 				revokeHere = true
 				continue
 			}
-			if err := b.dropOwnedIn(ctx, db, as, asMember); err != nil {
+			if err := dropOwnedIn(ctx, &b.conns, db, as, asMember); err != nil {
 				return err
 			}
 		}
@@ -126,17 +127,17 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 }
 
 // withdrawLogin takes LOGIN from the role and, where mark says so, marks its record withdrawn,
-// in one transaction. It answers the role's record, and whether the role exists.
-func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as string, mark marking) (record, observed, error) {
+// in one transaction, under the powers p. It answers the role's record, and whether the role exists.
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, p powers, as string, mark marking) (record, observed, error) {
 	var (
 		f observed
 		r record
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		if f, err = b.observe(ctx, tx, as, "", forWithdrawal); err != nil || !f.role {
+		if f, err = observe(ctx, tx, p, as, "", forWithdrawal); err != nil || !f.role {
 			return err
 		}
-		r, err = b.ours(as, f)
+		r, err = recordOf(as, b.resource, f.comment)
 		if errors.Is(err, errNotRecorded) {
 			return refused(fmt.Errorf("role %s is not in the record of what the provider manages; it is not withdrawn", as))
 		}
@@ -146,7 +147,7 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 		// Its sessions end first: one of them may hold the role's row (a consumer may alter its
 		// own role in an open transaction), and NOLOGIN would wait for it to its lock_timeout,
 		// every pass. Those that log in meanwhile are ended after.
-		if err := b.endSessions(ctx, tx, as); err != nil {
+		if err := endSessions(ctx, tx, b.voice, b.self, as); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, "ALTER ROLE "+ident(as)+" NOLOGIN"); err != nil {
@@ -165,11 +166,11 @@ func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, as stri
 	return r, f, nil
 }
 
-// dropOwnedIn drops what role owns in db, and revokes what it was granted there; Drop calls it
-// only where the role owns nothing. asMember is whether the provider acts as the owner through
+// dropOwnedIn drops what role owns in db, on a connection of conns, and revokes what it was
+// granted there; Drop calls it only where the role owns nothing. asMember is whether the provider acts as the owner through
 // a membership (powers).
-func (b *Backend) dropOwnedIn(ctx context.Context, db, role string, asMember bool) error {
-	conn, err := b.conns.open(ctx, db, false)
+func dropOwnedIn(ctx context.Context, conns *databaseConns, db, role string, asMember bool) error {
+	conn, err := conns.open(ctx, db, false)
 	if err != nil {
 		return fmt.Errorf("drop what %s owns in %s: %w", role, db, err)
 	}
@@ -185,18 +186,18 @@ func (b *Backend) dropOwnedIn(ctx context.Context, db, role string, asMember boo
 
 // dropDatabase drops db, owned by role, ending the sessions in it. A provider that is not a
 // superuser (asMember: it acts through a membership) drops it as its owner (dropAsOwner).
-func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string, asMember bool) error {
+func dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role string, asMember bool) error {
 	if !asMember {
 		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)")
 		return err
 	}
-	err := b.dropAsOwner(ctx, conn, db, role, " WITH (FORCE)")
+	err := dropAsOwner(ctx, conn, db, role, " WITH (FORCE)")
 	if pgCode(err) == insufficientPrivilege {
 		// FORCE ends every other session in it first, and the owner may not end one that is
 		// not its own, such as an autovacuum worker that has just started on the new database
 		// (a superuser's process to anyone else). Without FORCE the server signals autovacuum
 		// and waits for it; the consumer's own sessions were ended at its withdrawal.
-		err = b.dropAsOwner(ctx, conn, db, role, "")
+		err = dropAsOwner(ctx, conn, db, role, "")
 	}
 	return err
 }
@@ -206,7 +207,7 @@ func (b *Backend) dropDatabase(ctx context.Context, conn *pgxpool.Conn, db, role
 // waited for first, since the owner may end only its own. DROP DATABASE takes no transaction,
 // so the role is set on the session and reset after; a session that cannot be reset is closed,
 // never pooled as the consumer.
-func (b *Backend) dropAsOwner(ctx context.Context, conn *pgxpool.Conn, db, role, with string) error {
+func dropAsOwner(ctx context.Context, conn *pgxpool.Conn, db, role, with string) error {
 	if err := endOwnSessions(ctx, conn, db); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (b *Backend) Restore(ctx context.Context, as, from string) (string, error) 
 	if b.archives == nil {
 		return "", errors.New("no archives: give --archive-to, or --archive-command and --restore-command, as the daemon has them")
 	}
-	if err := b.checkName("login", as); err != nil {
+	if err := b.rules.checkName("login", as); err != nil {
 		return "", err
 	}
 	a, path, done, err := b.archiveToRestore(ctx, as, from)

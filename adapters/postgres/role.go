@@ -31,7 +31,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 		if _, err := tx.Exec(ctx, quietSQL(s.quiets)); err != nil {
 			return atRole(d.role, err)
 		}
-		if f, err = b.observe(ctx, tx, d.role, d.database, forVerdict); err != nil {
+		if f, err = observe(ctx, tx, s.powers, d.role, d.database, forVerdict); err != nil {
 			return atDatabase(d.database, err)
 		}
 		vet, err := vetWithin(ctx, tx, d.settings)

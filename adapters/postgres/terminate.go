@@ -64,18 +64,25 @@ func terminate(ctx context.Context, q interface {
 	return out, err
 }
 
-// endSessions ends every session of role, where the provider may (saySignal says once where
-// it may not): whether it may and the ending are one statement.
-func (b *Backend) endSessions(ctx context.Context, q interface {
+// endSessions ends every session of role, where the provider's role self may: whether it may
+// and the ending are one statement. Where it may not, v tells it, naming what self lacks, until
+// it may.
+func endSessions(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, role string) error {
+}, v voice, self, role string) error {
 	var may bool
 	err := q.QueryRow(ctx, `SELECT m.may, (SELECT count(e.ended) FROM (`+ending(ofRole)+` AND m.may) e) FROM (`+sqlMaySignal+` AS may) m`,
 		role).Scan(&may, new(int))
 	if err != nil {
 		return fmt.Errorf("end sessions of %s: %w", role, err)
 	}
-	b.saySignal(role, may)
+	if !may {
+		v.once(sayKey{role, signalLacked, ""}, "lacks", slog.LevelWarn, "%s: its sessions are not ended: "+
+			"the provider's role %s may not end them (GRANT pg_signal_backend TO %s); they end when they disconnect",
+			role, self, self)
+		return nil
+	}
+	v.over(sayKey{role, signalLacked, ""})
 	return nil
 }
 
@@ -97,16 +104,3 @@ func endOwnSessions(ctx context.Context, conn *pgxpool.Conn, db string) error {
 // sqlMaySignal is whether the provider may end the sessions of the role $1: a superuser, a
 // member of pg_signal_backend, or one that has the role's privileges.
 const sqlMaySignal = `SELECT pg_catalog.pg_has_role('pg_signal_backend', 'USAGE') OR pg_catalog.pg_has_role($1::text::name, 'USAGE')`
-
-// saySignal says once, naming what the provider's role lacks, where it may not end role's
-// sessions, and forgets that once it may.
-func (b *Backend) saySignal(role string, may bool) {
-	if !may {
-		b.voice.once(sayKey{role, signalLacked, ""}, "lacks", slog.LevelWarn, "%s: its sessions are not ended: "+
-			"the provider's role %s may not end them (GRANT pg_signal_backend TO %s); they end when they disconnect",
-			role, b.self, b.self)
-	}
-	if may {
-		b.voice.over(sayKey{role, signalLacked, ""})
-	}
-}

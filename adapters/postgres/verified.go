@@ -5,11 +5,13 @@ package postgres
 
 import (
 	"crypto/sha256"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/novox/postgres-provider/adapters/postgres/scram"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // verifiedCache is scram.Verifies with its answers remembered, one per role, keyed by a
@@ -64,4 +66,16 @@ func (c *verifiedCache) forget(role string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.answers, role)
+}
+
+// verifyAll works out, on every core, whether each stored verifier was made from the minted
+// password: a process that has not checked them before (a start, a take-over) runs PBKDF2
+// once for each. A provider that is not a superuser cannot read them: it logs in with the
+// password instead (checkInside), as the consumers the loop granted a login this pass
+// (Provision.Login); the others' passwords are taken as held until their turn (byLogin).
+func (c *verifiedCache) verifyAll(ps []ports.Provision, wants []wanted, index []int, seen []observed, byLogin bool) {
+	boundedEach(len(index), runtime.GOMAXPROCS(0), func(k int) {
+		i := index[k]
+		seen[k].verifies = byLogin || seen[k].stored != nil && c.verifies(*seen[k].stored, ps[i].Password, wants[i].role)
+	})
 }
