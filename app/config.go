@@ -160,6 +160,24 @@ func fewestConnections(kind ports.Kind) (int, string) {
 	return 1, ""
 }
 
+// product is what --help's first line calls the provider of kind (ports.Described): "the novox
+// service mesh's PRODUCT provider"; no more than "provider" for a kind that does not say.
+func product(kind ports.Kind) string {
+	if d, ok := kind.(ports.Described); ok && d.Product() != "" {
+		return d.Product() + " provider"
+	}
+	return "provider"
+}
+
+// loginChecks is what starts the usages of --login-check-every and --login-rate: when kind's
+// checks log in as each consumer (ports.Described), none where it does not say.
+func loginChecks(kind ports.Kind) string {
+	if d, ok := kind.(ports.Described); ok && d.LoginChecks() != "" {
+		return d.LoginChecks() + ": "
+	}
+	return ""
+}
+
 // defaultResource is the resource kind serves where --resource does not say (ports.Described);
 // none for a kind that does not say.
 func defaultResource(kind ports.Kind) string {

@@ -32,9 +32,9 @@ func flags(c *Config) *flag.FlagSet {
 		"the provider's record on the server and its lease are kept per resource")
 	durationVar(fs, &c.Every, "every", domain.DefaultEvery, "time between passes; a change to the file or a secret, or SIGHUP, starts one at once")
 	durationVar(fs, &c.VerifyEvery, "verify-every", domain.DefaultVerifyEvery, "how often each consumer is checked: does the server still hold its login, database and extensions as made")
-	durationVar(fs, &c.LoginCheckEvery, "login-check-every", domain.DefaultLoginCheckEvery, "delegated mode: how often at least each "+
+	durationVar(fs, &c.LoginCheckEvery, "login-check-every", domain.DefaultLoginCheckEvery, loginChecks(c.Backend)+"how often at least each "+
 		"consumer's password is checked by logging in as it, the logins spread evenly over it; the rest of a check is made every --verify-every")
-	fs.IntVar(&c.LoginRate, "login-rate", domain.DefaultLoginRate, "delegated mode: the most logins a second those checks make")
+	fs.IntVar(&c.LoginRate, "login-rate", domain.DefaultLoginRate, loginChecks(c.Backend)+"the most logins a second those checks make")
 	durationVar(fs, &c.InsideCheckEvery, "inside-check-every", domain.DefaultInsideCheckEvery, "how often at least what each "+
 		"consumer was given is looked inside (its extensions, by a connection to each), the looks spread evenly over it; the "+
 		"rest of a check is made every --verify-every; no longer than --verify-every looks inside at every check; SIGHUP looks inside all at once")
@@ -166,7 +166,8 @@ func parse(args []string, env map[string]string) (Config, error) {
 	return c, c.validate()
 }
 
-const usageText = `provisioner: the novox service mesh's PostgreSQL provider.
+// usageText is --help's head, the provider named as its kind says (product).
+const usageText = `provisioner: the novox service mesh's %s.
 
 Reads the consumers the mesh lists in the contributions file and brings each one's login,
 database and extensions into being on the server, under the password the mesh minted; checks
@@ -226,7 +227,7 @@ func kindsFlagOrder(kind ports.Kind) []string {
 func writeUsage(w io.Writer) {
 	var c Config
 	fs := flags(&c)
-	fmt.Fprint(w, usageText)
+	fmt.Fprintf(w, usageText, product(c.Backend))
 	listed := map[string]bool{}
 	show := func(f *flag.Flag) {
 		if f == nil || listed[f.Name] {

@@ -143,6 +143,8 @@ func TestASecondKindRunsWithNoChangeToApp(t *testing.T) {
 	is.True(strings.Contains(out.String(), "--resource NAME  [PROVISIONER_RESOURCE]\n"))                                                    // no default but the kind's
 	is.True(strings.Index(out.String(), "--mem-shelf") < strings.Index(out.String(), "--every"))                                            // with the backend's, after --resource
 	is.True(!strings.Contains(out.String(), "--database-url") && !strings.Contains(out.String(), "--adopt"))                                // none of PostgreSQL's
+	is.True(strings.HasPrefix(out.String(), "provisioner: the novox service mesh's provider.\n"))                                           // nor its name
+	is.True(!strings.Contains(out.String(), "PostgreSQL") && !strings.Contains(out.String(), "delegated"))                                  // nor its mode's words
 	is.Equal(Main(ctx, []string{"--receives", "x"}, nil, io.Discard, io.Discard), 2)                                                        // --resource is needed
 	is.Equal(Main(ctx, []string{"--receives", "x", "--resource", "r", "--max-connections", "1", "--once"}, nil, io.Discard, io.Discard), 1) // one connection is enough for it
 

@@ -459,6 +459,12 @@ type Described interface {
 	// Acts are its words for what an act does to a consumer, for the plan's legend
 	// (ActCreate, ActAdopt): the text after the act's name, lines broken where it wants them.
 	Acts() map[Act]string
+	// Product is what --help's first line calls the provider ("the novox service mesh's
+	// PostgreSQL provider").
+	Product() string
+	// LoginChecks is when its checks log in as each consumer (where --login-check-every and
+	// --login-rate apply), the words that start those flags' usages; "" where they always do.
+	LoginChecks() string
 }
 
 // Options are what a daemon gives any backend it opens, beside the backend's own flags.

@@ -106,6 +106,13 @@ func (f *Flags) Flags(fs *flag.FlagSet) {
 // DefaultResource is the requirement a PostgreSQL provider serves unless --resource says.
 func (f *Flags) DefaultResource() string { return "postgres" }
 
+// Product names PostgreSQL on --help's first line.
+func (f *Flags) Product() string { return "PostgreSQL" }
+
+// LoginChecks: only a provider that may not read the stored verifiers checks passwords by
+// logging in (powers.readsVerifiers).
+func (f *Flags) LoginChecks() string { return "delegated mode" }
+
 // FewestConnections: one for the pool and one to a consumer's database at a time.
 func (f *Flags) FewestConnections() (int, string) {
 	return 2, "one pooled, one to a consumer's database"
