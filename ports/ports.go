@@ -471,7 +471,8 @@ type Described interface {
 type Options struct {
 	// Resource is the requirement the provider serves, as the mesh names it.
 	Resource string
-	// Log is where the backend says what an operator needs to know.
+	// Log is where the backend says what an operator needs to know: the loop's domain.Told,
+	// which says each fact a backend tells of a consumer (Entry.Once) once while it holds.
 	Log Logger
 	// MaxConnections is the most connections the backend holds to its server at once, its
 	// lease's besides; zero is the backend's default.

@@ -46,13 +46,17 @@ var _ ports.Logger = (*text)(nil)
 // The message is escaped (Escape): a login, path or error text from outside that holds a newline
 // or a terminal's escape sequence stays within its line and reaches the terminal as text.
 func (t *text) Log(e ports.Entry) {
-	if e.Level < t.level {
+	if e.Level < t.level || over(e) {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, _ = io.WriteString(t.w, t.prefix+Escape(e.Message)+"\n")
 }
+
+// over is whether e only ends a fact (ports.Once without a line): nothing to write. The loop's
+// domain.Told takes these before they reach a Logger; one given them straight says nothing.
+func over(e ports.Entry) bool { return e.Once != nil && e.Message == "" }
 
 type structured struct {
 	log *slog.Logger
@@ -61,6 +65,9 @@ type structured struct {
 var _ ports.Logger = (*structured)(nil)
 
 func (s *structured) Log(e ports.Entry) {
+	if over(e) {
+		return
+	}
 	var attrs []slog.Attr
 	if e.Consumer != "" {
 		attrs = append(attrs, slog.String("consumer", e.Consumer))

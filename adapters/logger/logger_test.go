@@ -111,3 +111,20 @@ func TestJSONIsLeftToTheEncoder(t *testing.T) {
 	is.Equal(got["consumer"], hostile)  // the login as it is, escaped by JSON alone
 	is.Equal(got["msg"], hostile+": x") // and the message
 }
+
+// The end of a fact a backend told (ports.Once without a line) writes nothing, in either
+// format, where it reaches a Logger without the loop's domain.Told before it; the fact itself
+// is written as any line.
+func TestTheEndOfAFactWritesNothing(t *testing.T) {
+	is := is.New(t)
+	for _, format := range []string{logger.Text, logger.JSON} {
+		var out bytes.Buffer
+		l, err := logger.New(&out, format, "postgres", slog.LevelInfo)
+		is.NoErr(err)
+		once := &ports.Once{About: "extension skipped", Subject: "vector"}
+		l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Once: once})
+		is.Equal(out.Len(), 0) // nothing for its end
+		l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Message: "letta: extension vector is not available", Once: once})
+		is.True(bytes.Contains(out.Bytes(), []byte("letta: extension vector is not available"))) // the fact is a line
+	}
+}

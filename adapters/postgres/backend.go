@@ -46,7 +46,9 @@ type Config struct {
 	Resource string
 	// Adopt is AdoptPlain (the default) or AdoptNone.
 	Adopt Adopt
-	// Log is where the adapter says what an operator needs to know (an extension skipped).
+	// Log is where the adapter says what an operator needs to know (an extension skipped). The
+	// facts it tells of a consumer (ports.Entry.Once) are told each time they are found: give
+	// it the loop's domain.Told, as app does, for each to be said once.
 	Log ports.Logger
 	// Timeout bounds one Create, Remove or Drop, waiting for the consumer's lock included; zero is
 	// DefaultTimeout. HoldsAll is bounded by its caller.
@@ -107,7 +109,6 @@ type Backend struct {
 	pool     *pgxpool.Pool
 	resource string
 	adopt    Adopt
-	timeout  time.Duration
 	voice    voice  // says the adapter's lines, and tells its facts of consumers to be said once
 	self     string // the provider's own role, never given to a consumer
 	home     string // the database of the provider's own sessions (the pool's)
@@ -239,7 +240,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	cc := pc.ConnConfig
-	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, timeout: cfg.Timeout, voice: voice{cfg.Log},
+	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, voice: voice{cfg.Log},
 		application: application,
 		self:        cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
 	b.conns = databaseConns{slots: make(chan struct{}, max(1, cfg.MaxConnections-pooled)), base: cc, reach: b.reach, major: &b.major,
