@@ -83,3 +83,29 @@ func lineOf(out, as string) string {
 	}
 	return ""
 }
+
+// What the backend tells of a consumer once (an extension the server does not have, skipped)
+// is said once while it holds, by the loop's memory; once the consumer is withdrawn the loop
+// forgets it, and listed again, it is said again. Issue 37: the adapter tells, the loop keeps
+// what was said, as app wires them.
+func TestWhatWasSaidOnceOfAConsumerIsSaidAgainWhenItComesBack(t *testing.T) {
+	is := is.New(t)
+	srv := pgserver.Shared(t)
+	ext := "novox_never_" + randomHex(3)
+	m := newMesh(t)
+	dave := consumer{as: name("dave"), password: randomHex(8), extensions: []string{ext}}
+	m.give(dave)
+	line := dave.as + ": extension " + ext + " is not available on this server; skipped"
+	p := start(t, nil, daemonArgs(m, srv.URL, "--verify-every", "1s")...)
+	eventually(t, "the skip said", func() bool { return p.count(line) == 1 })
+	is.NoErr(query(t, srv.URL, "", "ALTER ROLE "+dave.as+" PASSWORD 'behind-its-back'"))
+	eventually(t, "the drift repaired: created again", func() bool {
+		return p.count(dave.as+": what drifted: password") == 1 && dave.logsIn(t, srv.URL)
+	})
+	is.Equal(p.count(line), 1) // said once while it holds, though the repair met it again
+	m.give()
+	eventually(t, "dave withdrawn", func() bool { return p.count(dave.as+": withdrawn") == 1 })
+	m.give(dave)
+	eventually(t, "listed again: the skip said again", func() bool { return p.count(line) == 2 })
+	is.Equal(p.stop(), 0)
+}
