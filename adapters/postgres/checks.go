@@ -78,7 +78,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	if len(index) == 0 {
 		return out
 	}
-	byLogin := !b.powers().readsVerifiers // one reading of the mode for the whole batch
+	byLogin := b.ChecksByLogin() // one reading of the mode for the whole batch
 	seen, available, err := b.catalogWithin(ctx, each, !byLogin, roles, databases, named)
 	if err != nil {
 		for _, i := range index { // one cause for all

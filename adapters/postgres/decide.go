@@ -15,7 +15,8 @@ import (
 
 // stance is how the provider stands on the server, as far as a verdict, and the writing of
 // it, turn on it: its mode's powers, whether it takes over a plain role it did not make
-// (adopt), and its own role. A create takes it once, and decides and writes under it.
+// (adopt), and its own role. A create, a withdrawal and a record's rewrite take it once (the
+// only readings of the mode but the checks' ChecksByLogin), and decide and write under it.
 type stance struct {
 	powers
 	adopt Adopt

@@ -181,7 +181,7 @@ func (b *Backend) upgradeWithdrawn(ctx context.Context, logins []string) {
 	if b.readOnly {
 		return
 	}
-	p := b.powers() // one reading of the mode for all of them
+	p := b.stance().powers // one reading of the mode for all of them
 	for _, as := range logins {
 		if b.rules.checkName("login", as) != nil {
 			continue // not a login the provider could have made: left as it is

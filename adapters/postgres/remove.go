@@ -38,7 +38,7 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 	if err := b.rules.checkName("login", as); err != nil {
 		return err
 	}
-	p := b.powers() // one reading of the mode for the whole withdrawal
+	p := b.stance().powers // one reading of the mode for the whole withdrawal
 	err := b.locks.locked(ctx, as, p, func(ctx context.Context, conn *pgxpool.Conn) error {
 		r, f, err := b.withdrawLogin(ctx, conn, p, as, mark)
 		if err != nil || !f.role {
