@@ -18,4 +18,14 @@ func (h *Harness) UntilNext() time.Duration { return h.untilNext() }
 
 // SaidUpdates counts what the loop remembers having said of changes not made, by consumer and
 // change.
-func (h *Harness) SaidUpdates() int { return len(h.stages.said) }
+func (h *Harness) SaidUpdates() int {
+	h.told.mu.Lock()
+	defer h.told.mu.Unlock()
+	n := 0
+	for k := range h.told.said {
+		if k.about == aboutChange {
+			n++
+		}
+	}
+	return n
+}

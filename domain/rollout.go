@@ -67,7 +67,8 @@ type rollout struct {
 	offer            string // the backend's offer when it halted
 }
 
-// stager is the loop's rollouts, and what it said of each consumer's changes.
+// stager is the loop's rollouts. What it said of a consumer's change not made is a fact of the
+// consumer's (aboutChange), said once through the loop's Told.
 type stager struct {
 	rollouts map[string]*rollout
 	// held are, by key, the consumers this process found holding a change or made it for, and
@@ -76,30 +77,21 @@ type stager struct {
 	// pinned to it takes a canary's place, and after a restart the soak starts again from what
 	// the checks find, never skipped.
 	held map[string]map[string]time.Time
-	said map[string]string // by login and key: what was last said of a change not made
 }
+
+// aboutChange is what a line about a consumer's change not made (refused, or with updates
+// off) is about, as the loop's Told keys it; the change's key is its subject.
+const aboutChange = "change not made"
 
 func newStager() stager {
-	return stager{rollouts: map[string]*rollout{}, held: map[string]map[string]time.Time{}, said: map[string]string{}}
+	return stager{rollouts: map[string]*rollout{}, held: map[string]map[string]time.Time{}}
 }
 
-// forgetSaid forgets what was said of as, once it is withdrawn or dropped: of its changes, and
-// the facts it and its backend told once (but what outlives it). The memory would otherwise
-// grow with every consumer that ever went, and listed again, it is said again.
-func (h *Harness) forgetSaid(as string) {
-	h.stages.forgetSaid(as)
-	h.told.forget(as)
-}
-
-// forgetSaid forgets what was said of as's changes.
-func (s *stager) forgetSaid(as string) {
-	prefix := as + "\x00"
-	for k := range s.said {
-		if strings.HasPrefix(k, prefix) {
-			delete(s.said, k)
-		}
-	}
-}
+// forgetSaid forgets what was said once of as, once it is withdrawn or dropped: the facts the
+// loop and its backend told of it (its changes not made among them), but what outlives it. The
+// memory would otherwise grow with every consumer that ever went, and listed again, it is said
+// again.
+func (h *Harness) forgetSaid(as string) { h.told.forget(as) }
 
 // resumeRollouts resumes every halted rollout (SIGHUP), and answers whether one was: the next
 // pass then checks every consumer, so that it goes on at once.
@@ -150,7 +142,7 @@ func (h *Harness) stage(checks []*item) {
 				continue
 			}
 			words = append(words, u.Word)
-			delete(s.said, as+"\x00"+u.Key)
+			h.endUpdateFact(as, u.Key) // staged now: should it be refused again, that is said again
 			r := s.rollouts[u.Key]
 			if r == nil {
 				r = &rollout{key: u.Key, subject: u.Subject, to: u.To, from: map[string]string{}, waiting: map[string]bool{},
@@ -285,14 +277,14 @@ func (h *Harness) rolloutKeys() []string {
 	return keys
 }
 
-// sayUpdateOnce says text of as's change key where it was not said last.
+// sayUpdateOnce says text of as's change key where it was not what was said of it last.
 func (h *Harness) sayUpdateOnce(as, key string, level slog.Level, text string) {
-	k := as + "\x00" + key
-	if h.stages.said[k] == text {
-		return
-	}
-	h.stages.said[k] = text
-	h.say(level, as, "%s", text)
+	h.log.Log(ports.Entry{Level: level, Consumer: as, Message: text, Once: &ports.Once{About: aboutChange, Subject: key, Fact: text}})
+}
+
+// endUpdateFact ends what was said of as's change key not made: it is made now.
+func (h *Harness) endUpdateFact(as, key string) {
+	h.log.Log(ports.Entry{Consumer: as, Once: &ports.Once{About: aboutChange, Subject: key}})
 }
 
 // settleUpdates records what a create let make staged changes did: each made is said in the

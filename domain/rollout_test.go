@@ -201,6 +201,30 @@ func TestRefusedUpdateIsSaidOnceAndNeverTried(t *testing.T) {
 		"0.7.0 is older than the installed 0.8.0: an extension is never downgraded)"}) // /status says why it stays
 }
 
+// A change refused, then found makeable (staged), then refused again, is said again: what was
+// said of it ended when it was staged.
+func TestARefusalIsSaidAgainOnceItsChangeWasStagedMeanwhile(t *testing.T) {
+	is := is.New(t)
+	w, _ := rolloutWorld(t, 1, domain.Config{})
+	due := func(refused string) {
+		u := vectorUpdate()
+		u.Refused = refused
+		w.backend.mu.Lock()
+		w.backend.due["c00"] = []ports.Update{u}
+		w.backend.mu.Unlock()
+	}
+	refusal := "c00: update vector 0.8.0 -> 0.8.6 refused: not on the allow-list"
+	due("not on the allow-list")
+	w.pass(time.Minute)
+	w.pass(time.Minute)
+	is.Equal(w.log.count(refusal), 1) // said once while it stands
+	due("")
+	w.pass(time.Minute) // not refused now: staged
+	due("not on the allow-list")
+	w.pass(time.Minute)
+	is.Equal(w.log.count(refusal), 2) // said again
+}
+
 // levelOf is the level message was said at.
 func (l *fakeLogger) levelOf(message string) slog.Level {
 	l.mu.Lock()
