@@ -354,7 +354,7 @@ func (a *archives) markDeleted(ctx context.Context, names []string) {
 func (b *Backend) dumpSource(db, role string) archive.Source {
 	cc := b.conns.config(db)
 	env := []string{"PGHOST=" + cc.Host, "PGPORT=" + strconv.Itoa(int(cc.Port)), "PGUSER=" + cc.User, "PGDATABASE=" + db,
-		"PGAPPNAME=" + b.application, "PGCONNECT_TIMEOUT=10", "PGSSLMODE=" + sslMode(cc)}
+		"PGAPPNAME=" + b.conns.application(), "PGCONNECT_TIMEOUT=10", "PGSSLMODE=" + sslMode(cc)}
 	if cc.Password != "" {
 		env = append(env, "PGPASSWORD="+cc.Password)
 	}

@@ -116,9 +116,6 @@ type Backend struct {
 	// last reached.
 	reach    *reach
 	readOnly bool // every session refuses writes (Config.ReadOnly); nothing is written, not even a record in the current format
-	// application is the application_name of the Backend's sessions: which provider, and
-	// which replica of it, a session on the server is.
-	application string
 
 	// rules are what the configuration asks of an entry (names, connection limit, settings).
 	rules entryRules
@@ -199,11 +196,9 @@ func New(cfg Config) (*Backend, error) {
 	// create in public, the default before PostgreSQL 15, would otherwise let a consumer's
 	// public.hashtextextended(text, integer) outbid the catalog's on the lock calls).
 	knownState(pc.ConnConfig.RuntimeParams, pc.ConnConfig.User, lockTimeout)
-	application := pc.ConnConfig.RuntimeParams["application_name"]
-	if application == "" {
+	if pc.ConnConfig.RuntimeParams["application_name"] == "" { // which provider, and where (databaseConns.application)
 		host, _ := os.Hostname()
-		application = fmt.Sprintf("novox-provisioner/%s/%s-%d", cfg.Resource, host, os.Getpid())
-		pc.ConnConfig.RuntimeParams["application_name"] = application
+		pc.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("novox-provisioner/%s/%s-%d", cfg.Resource, host, os.Getpid())
 	}
 	if pc.ConnConfig.ConnectTimeout == 0 {
 		pc.ConnConfig.ConnectTimeout = defaultConnectTimeout
@@ -240,9 +235,8 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	cc := pc.ConnConfig
-	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, voice: voice{cfg.Log},
-		application: application,
-		self:        cc.User, home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
+	b = &Backend{pool: pool, resource: cfg.Resource, adopt: cfg.Adopt, voice: voice{cfg.Log}, self: cc.User,
+		home: cfg.Database, reach: newReach(cc), readOnly: cfg.ReadOnly}
 	b.conns = databaseConns{slots: make(chan struct{}, max(1, cfg.MaxConnections-pooled)), base: cc, reach: b.reach, major: &b.major,
 		readOnly: cfg.ReadOnly}
 	b.rules = entryRules{self: b.self, limit: limitOrNone(cfg.ConnectionLimit), allowedSettings: cfg.AllowSettings}

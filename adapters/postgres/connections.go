@@ -96,6 +96,10 @@ func (c *databaseConns) config(db string) *pgx.ConnConfig {
 	return cfg
 }
 
+// application is the application_name of the Backend's sessions, each of them: which provider,
+// and which replica of it, a session on the server is (the URL's, or one New makes up).
+func (c *databaseConns) application() string { return c.base.RuntimeParams["application_name"] }
+
 // logsIn is whether the consumer's role logs in to its database db with password, asked by
 // logging in as it (a SCRAM exchange on a short-lived connection, in a slot of the Backend's
 // budget for connections to consumers' databases that the caller holds): how a provider that
@@ -105,7 +109,7 @@ func (c *databaseConns) config(db string) *pgx.ConnConfig {
 func (c *databaseConns) logsIn(ctx context.Context, db, role, password string) (ok bool, err error) {
 	cfg := c.config(db)
 	cfg.User, cfg.Password = role, password
-	cfg.RuntimeParams = map[string]string{"application_name": c.base.RuntimeParams["application_name"]} // nothing else of the provider's
+	cfg.RuntimeParams = map[string]string{"application_name": c.application()} // nothing else of the provider's
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if pgCode(err) == invalidPassword {
 		return false, nil

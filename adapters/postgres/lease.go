@@ -58,7 +58,7 @@ const (
 // first called.
 func (b *Backend) Lease() *Lease {
 	cfg := b.pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = b.application + "/lease"
+	cfg.RuntimeParams["application_name"] = b.conns.application() + "/lease"
 	// The server's side of the keepalives, for this session only.
 	cfg.RuntimeParams["tcp_keepalives_idle"] = strconv.Itoa(int(keepaliveIdle.Seconds()))
 	cfg.RuntimeParams["tcp_keepalives_interval"] = strconv.Itoa(int(keepaliveInterval.Seconds()))
