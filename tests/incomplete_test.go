@@ -18,11 +18,7 @@ import (
 // next check makes it and the consumer is applied, by itself.
 func TestAConsumerMissingItsExtensionIsNeverGreen(t *testing.T) {
 	is := is.New(t)
-	srv := pgserver.Shared(t)
-	ext := "novox_late_" + randomHex(3)
-	m := newMesh(t)
-	carol := consumer{as: name("carol"), password: randomHex(8), extensions: []string{ext}}
-	m.give(carol)
+	srv, m, carol, ext := lackingMesh(t, "carol", "novox_late_")
 	lack := "extension " + ext + ": not available on this server"
 	p := start(t, nil, daemonArgs(m, srv.URL)...)
 
@@ -74,6 +70,19 @@ func TestAConsumerMissingItsExtensionIsNeverGreen(t *testing.T) {
 	is.Equal(p.stop(), 0)
 }
 
+// lackingMesh is the shared server and a mesh listing one consumer, named after who, that asks
+// for an extension the server does not have, named from prefix: the consumer and the
+// extension.
+func lackingMesh(t *testing.T, who, prefix string) (*pgserver.TestServer, *mesh, consumer, string) {
+	t.Helper()
+	srv := pgserver.Shared(t)
+	ext := prefix + randomHex(3)
+	m := newMesh(t)
+	c := consumer{as: name(who), password: randomHex(8), extensions: []string{ext}}
+	m.give(c)
+	return srv, m, c, ext
+}
+
 // lineOf is the line of out that starts with as, "" where none does.
 func lineOf(out, as string) string {
 	for _, line := range strings.Split(out, "\n") {
@@ -90,11 +99,7 @@ func lineOf(out, as string) string {
 // what was said, as app wires them.
 func TestWhatWasSaidOnceOfAConsumerIsSaidAgainWhenItComesBack(t *testing.T) {
 	is := is.New(t)
-	srv := pgserver.Shared(t)
-	ext := "novox_never_" + randomHex(3)
-	m := newMesh(t)
-	dave := consumer{as: name("dave"), password: randomHex(8), extensions: []string{ext}}
-	m.give(dave)
+	srv, m, dave, ext := lackingMesh(t, "dave", "novox_never_")
 	line := dave.as + ": extension " + ext + " is not available on this server; skipped"
 	p := start(t, nil, daemonArgs(m, srv.URL, "--verify-every", "1s")...)
 	eventually(t, "the skip said", func() bool { return p.count(line) == 1 })

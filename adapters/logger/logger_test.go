@@ -14,18 +14,14 @@ import (
 
 func TestTextIsTheSeedsLine(t *testing.T) {
 	is := is.New(t)
-	var out bytes.Buffer
-	l, err := logger.New(&out, logger.Text, "postgres", slog.LevelInfo)
-	is.NoErr(err)
+	l, out := loggerOf(t, logger.Text, slog.LevelInfo)
 	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Message: "letta: the backend no longer holds it; applying again"})
 	is.Equal(out.String(), "[provisioner:postgres] letta: the backend no longer holds it; applying again\n") // prefix, message, newline
 }
 
 func TestJSONCarriesTheConsumer(t *testing.T) {
 	is := is.New(t)
-	var out bytes.Buffer
-	l, err := logger.New(&out, logger.JSON, "postgres", slog.LevelInfo)
-	is.NoErr(err)
+	l, out := loggerOf(t, logger.JSON, slog.LevelInfo)
 	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Message: "letta: create failed, will retry: x"})
 	l.Log(ports.Entry{Level: slog.LevelInfo, Message: "contributions file readable again"})
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
@@ -43,9 +39,7 @@ func TestJSONCarriesTheConsumer(t *testing.T) {
 
 func TestJSONCarriesTheAuditEvent(t *testing.T) {
 	is := is.New(t)
-	var out bytes.Buffer
-	l, err := logger.New(&out, logger.JSON, "postgres", slog.LevelInfo)
-	is.NoErr(err)
+	l, out := loggerOf(t, logger.JSON, slog.LevelInfo)
 	l.Log(ports.Entry{Level: slog.LevelInfo, Consumer: "letta", Message: "letta: adopted", Event: "adopted"})
 	var line map[string]any
 	is.NoErr(json.Unmarshal(out.Bytes(), &line))
@@ -63,9 +57,7 @@ func TestUnknownFormatIsRefused(t *testing.T) {
 func TestLinesQuieterThanTheLevelAreNotSaid(t *testing.T) {
 	is := is.New(t)
 	for _, format := range []string{logger.Text, logger.JSON} {
-		var out bytes.Buffer
-		l, err := logger.New(&out, format, "postgres", slog.LevelWarn)
-		is.NoErr(err)
+		l, out := loggerOf(t, format, slog.LevelWarn)
 		l.Log(ports.Entry{Level: slog.LevelInfo, Message: "contributions file readable again"})
 		l.Log(ports.Entry{Level: slog.LevelWarn, Message: "letta: create failed, will retry: x"})
 		is.Equal(bytes.Count(out.Bytes(), []byte("\n")), 1) // only the warning
@@ -78,9 +70,7 @@ const hostile = "evil\n[provisioner:postgres] h0001: no longer in /run/mesh/cont
 
 func TestALineFromOutsideStaysOneLine(t *testing.T) {
 	is := is.New(t)
-	var out bytes.Buffer
-	l, err := logger.New(&out, logger.Text, "postgres", slog.LevelInfo)
-	is.NoErr(err)
+	l, out := loggerOf(t, logger.Text, slog.LevelInfo)
 	path := "/run/secrets/a\nb\x1b[2Jc"
 	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: hostile, Message: hostile + ": create failed, will retry: login is bad"})
 	l.Log(ports.Entry{Level: slog.LevelInfo, Consumer: "letta", Message: "letta: secret not readable yet (" + path + "): it is empty"})
@@ -101,9 +91,7 @@ func TestEscapeLeavesOrdinaryTextAsItIs(t *testing.T) {
 
 func TestJSONIsLeftToTheEncoder(t *testing.T) {
 	is := is.New(t)
-	var out bytes.Buffer
-	l, err := logger.New(&out, logger.JSON, "postgres", slog.LevelInfo)
-	is.NoErr(err)
+	l, out := loggerOf(t, logger.JSON, slog.LevelInfo)
 	l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: hostile, Message: hostile + ": x"})
 	is.Equal(bytes.Count(out.Bytes(), []byte("\n")), 1) // one JSON line
 	var got map[string]any
@@ -118,13 +106,22 @@ func TestJSONIsLeftToTheEncoder(t *testing.T) {
 func TestTheEndOfAFactWritesNothing(t *testing.T) {
 	is := is.New(t)
 	for _, format := range []string{logger.Text, logger.JSON} {
-		var out bytes.Buffer
-		l, err := logger.New(&out, format, "postgres", slog.LevelInfo)
-		is.NoErr(err)
+		l, out := loggerOf(t, format, slog.LevelInfo)
 		once := &ports.Once{About: "extension skipped", Subject: "vector"}
 		l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Once: once})
 		is.Equal(out.Len(), 0) // nothing for its end
 		l.Log(ports.Entry{Level: slog.LevelWarn, Consumer: "letta", Message: "letta: extension vector is not available", Once: once})
 		is.True(bytes.Contains(out.Bytes(), []byte("letta: extension vector is not available"))) // the fact is a line
 	}
+}
+
+// loggerOf is a logger of format at level, for the resource postgres, and what it writes.
+func loggerOf(t *testing.T, format string, level slog.Level) (ports.Logger, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	l, err := logger.New(&out, format, "postgres", level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, &out
 }
