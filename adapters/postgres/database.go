@@ -68,12 +68,6 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 	return f, changed, nil
 }
 
-// hasIt is the refusal of a database that the consumer as has: the same words whether it was
-// made in an earlier pass (definition.anothers) or both ask for it in one (Clashes).
-func hasIt(as string) error {
-	return refused(fmt.Errorf("consumer %s has it; one database is never given to two consumers", as))
-}
-
 // Clashes answers, for each of ps in their order, nil, or where its database is an earlier
 // one's, Create's refusal naming the earlier consumer. An entry whose names are invalid clashes
 // with nothing: Create says what is wrong with it.

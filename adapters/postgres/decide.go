@@ -139,6 +139,12 @@ func (d definition) anothers(o observed) error {
 	return nil
 }
 
+// hasIt is the refusal of a database that the consumer as has: the same words whether it was
+// made in an earlier pass (definition.anothers) or both ask for it in one (Clashes).
+func hasIt(as string) error {
+	return refused(fmt.Errorf("consumer %s has it; one database is never given to two consumers", as))
+}
+
 // handedOver refuses, unwrapped, a database that exists and another role owns: Create never
 // hands one over, whether it found it so or a concurrent CREATE DATABASE made it so.
 func (d definition) handedOver(o observed) error {
