@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -455,6 +456,8 @@ func TestExtensionsGoToTheProvidersSchemaNotOneTheConsumerMade(t *testing.T) {
 // TestTheProvidersSchemaIsWrittenOnlyWhereItsPrivilegesDiffer: a create over a consumer that
 // holds writes nothing to the schema of its extensions (its catalog row keeps its version), and
 // one after an operator opened it (USAGE to PUBLIC; then CREATE to the consumer) closes it again.
+// The check judges it as the create does (schemaSeen): USAGE to PUBLIC lets nobody create in it,
+// and holds; CREATE to the consumer is drift.
 func TestTheProvidersSchemaIsWrittenOnlyWhereItsPrivilegesDiffer(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
@@ -469,15 +472,20 @@ func TestTheProvidersSchemaIsWrittenOnlyWhereItsPrivilegesDiffer(t *testing.T) {
 	is.Equal(version(), before) // as the provider left it: not written again
 
 	e.exec(p.As, "GRANT USAGE ON SCHEMA extensions TO PUBLIC")
+	is.True(e.holds(p)) // nobody may create in it: safe, as the check sees it
 	e.mustCreate(p)
 	var public bool
 	is.NoErr(e.admin(p.As).QueryRow(ctx, "SELECT has_schema_privilege('public', 'extensions', 'USAGE')").Scan(&public))
 	is.True(!public) // PUBLIC's USAGE taken back
 
 	e.exec(p.As, "GRANT CREATE ON SCHEMA extensions TO "+p.As)
+	held, err := holdsOne(ctx, e.b, p)
+	is.NoErr(err)
+	is.Equal(held.Drift, []string{"extensions schema"}) // the consumer may create in it: drift
 	e.mustCreate(p)
+	is.True(e.holds(p)) // closed again
 	conn := e.mustLogin(p.As, p.Password, p.As)
-	_, err := conn.Exec(ctx, "CREATE FUNCTION extensions.planted() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+	_, err = conn.Exec(ctx, "CREATE FUNCTION extensions.planted() RETURNS int LANGUAGE sql AS 'SELECT 1'")
 	is.Equal(sqlstate(err), "42501") // and the consumer's CREATE
 	var sim float64
 	is.NoErr(conn.QueryRow(ctx, "SELECT similarity('letta', 'lettuce')").Scan(&sim)) // its USAGE kept
@@ -496,6 +504,9 @@ func TestASchemaNamedExtensionsTheConsumerMadeIsNotUsed(t *testing.T) {
 	is.True(err != nil) // refused, naming whose it is
 	is.True(strings.Contains(err.Error(), "schema extensions exists and is owned by "+p.As+", not by a superuser"))
 	is.Equal(e.extensions(p.As), []string{"plpgsql"}) // nothing created there
+	held, err := holdsOne(ctx, e.b, p)
+	is.NoErr(err)
+	is.True(slices.Contains(held.Drift, "extensions schema")) // and the check judges it as the create does
 }
 
 func TestAServerThatStopsAnsweringDoesNotHangCreate(t *testing.T) {

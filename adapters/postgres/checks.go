@@ -246,20 +246,14 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batc
 		wants[i] = w.want(x, batch.available[x])
 	}
 	queued := &pgx.Batch{}
-	queued.Queue(`
-SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
-                        AND pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
-                        AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
-                        AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
-                 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
-                 WHERE n.nspname = $1), false)`, extensionSchema, w.role)
+	queued.Queue("SELECT "+sqlSchema+sqlSchemaFrom, extensionSchema, w.role)
 	queued.Queue(sqlInstalled, names, wants)
 	queued.Queue(sqlKept, w.extensions)
 	results := conn.SendBatch(ctx, queued)
 	defer results.Close()
-	var schemaOK bool
+	var schema schemaSeen
 	var kept []string
-	if err := results.QueryRow().Scan(&schemaOK); err != nil {
+	if err := results.QueryRow().Scan(&schema.owner, &schema.ownerFit, &schema.closed, &schema.asWritten); err != nil {
 		return h, err
 	}
 	rows, err := results.Query()
@@ -273,7 +267,7 @@ SELECT coalesce((SELECT (r.rolsuper OR r.rolname = current_user)
 	if err := results.QueryRow().Scan(&kept); err != nil {
 		return h, err
 	}
-	if !schemaOK {
+	if !schema.safe() {
 		h.changes = append(h.changes, change{kind: schemaUnsafe})
 	}
 	var missing []change

@@ -113,3 +113,27 @@ func TestEachDriftCreateRepairsHasItsWriter(t *testing.T) {
 	is.True(writes([]change{{kind: passwordStale}}, roleWriter))
 	is.True(!writes([]change{{kind: passwordStale}}, databaseWriter))
 }
+
+// The provider's schema in a consumer's database is judged by one definition (schemaSeen): the
+// check's safe, and the create's ownedByAnother and toWrite, over one reading of it.
+func TestTheSchemaIsJudgedByOneDefinition(t *testing.T) {
+	owner := "postgres"
+	for _, row := range []struct {
+		name                   string
+		seen                   schemaSeen
+		safe, refused, written bool
+	}{
+		{"absent: made", schemaSeen{}, false, false, true},
+		{"as the provider writes it", schemaSeen{owner: &owner, ownerFit: true, closed: true, asWritten: true}, true, false, false},
+		{"safe, but with a grant the provider does not write", schemaSeen{owner: &owner, ownerFit: true, closed: true}, true, false, true},
+		{"open to the consumer's creates: written again", schemaSeen{owner: &owner, ownerFit: true}, false, false, true},
+		{"another's, even closed", schemaSeen{owner: &owner, closed: true, asWritten: true}, false, true, false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			is := is.New(t)
+			is.Equal(row.seen.safe(), row.safe)              // the check
+			is.Equal(row.seen.ownedByAnother(), row.refused) // the create refuses it
+			is.Equal(row.seen.toWrite(), row.written)        // the create writes it
+		})
+	}
+}

@@ -344,20 +344,19 @@ func (xp *extensionPath) offers(ctx context.Context, offer *offerings, role, nam
 // installed there, by name, with their schemas, read in the same statement. mustOwn is who
 // must own the schema, in a refusal's words (powers.schemaOwner).
 func (xp *extensionPath) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn string) (installed map[string]string, err error) {
-	var owner *string
-	var super, granted bool
+	var s schemaSeen
 	var names, schemas []string
-	err = db.QueryRow(ctx, sqlSchemaAndInstalled, extensionSchema, role).Scan(&owner, &super, &granted, &names, &schemas)
+	err = db.QueryRow(ctx, sqlSchemaAndInstalled, extensionSchema, role).Scan(&s.owner, &s.ownerFit, &s.closed, &s.asWritten, &names, &schemas)
 	switch {
 	case err != nil:
 		return nil, err
-	case owner != nil && !super && *owner != xp.self:
+	case s.ownedByAnother():
 		return nil, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
-			"others may create objects", extensionSchema, *owner, mustOwn))
+			"others may create objects", extensionSchema, *s.owner, mustOwn))
 	}
-	if owner == nil || !granted {
+	if s.toWrite() {
 		create := ""
-		if owner == nil {
+		if s.owner == nil {
 			create = "CREATE SCHEMA " + ident(extensionSchema) + "; " // one round trip with its privileges
 		}
 		if _, err := db.Exec(ctx, create+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
@@ -369,21 +368,52 @@ func (xp *extensionPath) ensureSchema(ctx context.Context, db *pgx.Conn, role, m
 	return byName(names, schemas), nil
 }
 
-// sqlSchemaAndInstalled answers, for the schema $1 in this database and the consumer's role
-// $2, the schema's owner (NULL where there is none) and whether that is a superuser; whether
-// its privileges are as ensureSchema writes them (nothing to PUBLIC, CREATE to no grant of the
-// role's, USAGE granted the role by the owner), so that writing them again would change nothing;
-// and the extensions installed, with their schemas, in one order.
-const sqlSchemaAndInstalled = `SELECT pg_catalog.pg_get_userbyid(n.nspowner), coalesce(r.rolsuper, false),
+// schemaSeen is the provider's schema in a consumer's database as one read of it finds it
+// (sqlSchema): the one definition of whether it is fit to hold extensions, which the check
+// (safe) and the create (ownedByAnother, toWrite) both judge by.
+type schemaSeen struct {
+	owner *string // its owner; nil where there is no such schema
+	// ownerFit: its owner is a superuser or the provider's role; closed: the consumer's role
+	// may use it, and neither that role nor PUBLIC may create in it, by any grant, memberships
+	// included; asWritten: its privileges are exactly what the create writes (nothing to
+	// PUBLIC, CREATE to no grant of the role's, USAGE granted the role by the owner), so that
+	// writing them again would change nothing.
+	ownerFit, closed, asWritten bool
+}
+
+// safe is whether extensions may stand in the schema: it is there, its owner fits, and the
+// consumer cannot create in it. A check finds it drifted (schemaUnsafe) otherwise.
+func (s schemaSeen) safe() bool { return s.owner != nil && s.ownerFit && s.closed }
+
+// ownedByAnother is whether the schema is there and owned by a role that does not fit (one the
+// consumer may have made it as, to plant objects in it): a create refuses it.
+func (s schemaSeen) ownedByAnother() bool { return s.owner != nil && !s.ownerFit }
+
+// toWrite is whether a create makes the schema, or writes its privileges again.
+func (s schemaSeen) toWrite() bool { return s.owner == nil || !s.asWritten }
+
+// sqlSchema is what schemaSeen holds, in its order, of the schema $1 in the connected database
+// and the consumer's role $2, from sqlSchemaFrom.
+const sqlSchema = `pg_catalog.pg_get_userbyid(n.nspowner), coalesce(r.rolsuper OR r.rolname = current_user, false),
+  coalesce(pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
+    AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
+    AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE'), false),
   coalesce(NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
       WHERE a.grantee = 0 OR a.grantee = c.oid AND a.privilege_type = 'CREATE')
     AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
-      WHERE a.grantee = c.oid AND a.grantor = n.nspowner AND a.privilege_type = 'USAGE'), false),
-  ` + sqlInstalledNames + `, ` + sqlInstalledSchemas + `
+      WHERE a.grantee = c.oid AND a.grantor = n.nspowner AND a.privilege_type = 'USAGE'), false)`
+
+// sqlSchemaFrom is the row sqlSchema is read from: one, whether or not the schema exists.
+const sqlSchemaFrom = `
 FROM (SELECT 1) one
 LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = $1
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
 LEFT JOIN pg_catalog.pg_roles c ON c.rolname = $2`
+
+// sqlSchemaAndInstalled is the schema as sqlSchema reads it and the extensions installed, with
+// their schemas, in one order: what a create reads before it makes any.
+const sqlSchemaAndInstalled = `SELECT ` + sqlSchema + `,
+  ` + sqlInstalledNames + `, ` + sqlInstalledSchemas + sqlSchemaFrom
 
 // ensureSearchPath sets the consumer's role's search_path in its database, where it is not
 // already what the provider sets (has, as Create observed it), and answers whether it did.
