@@ -138,18 +138,16 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		w, l := wants[i], &looks[i]
 		d := define(w, b.resource)
 		cctx, cancel := context.WithTimeout(ctx, each)
-		l.observed, err = observe(cctx, tx, s.powers, w.role, w.database, forVerdict)
-		var vet error
-		if err == nil {
-			vet, l.err = vetWithin(cctx, tx, w.settings)
-		}
+		j, read, tried := b.judge(cctx, tx, d, s, "") // as Create judges it, but for the password
 		cancel()
-		if err != nil {
-			return nil, err
+		if read != nil {
+			return nil, read
 		}
-		l.verdict = d.decide(l.observed, s, vet)
+		if l.observed, l.verdict, l.err = j.observed, j.verdict, tried; tried != nil {
+			continue
+		}
 		butSettings := l.verdict // what it would be but for its settings: a clash comes first
-		if vet != nil {
+		if j.vet != nil {
 			butSettings = d.decide(l.observed, s, nil)
 		}
 		l.fresh = butSettings.act == ports.ActCreate

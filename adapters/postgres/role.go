@@ -14,13 +14,13 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
-// ensureRole observes the consumer d (its role and its database, as the verdict reads them),
-// decides what Create may do with it (decide), and where it may, creates the role or brings it
-// back to the definition (standing.go) under the minted password, its memberships either way
-// revoked, and records it as managed and active, in one transaction: a crash never leaves a
-// role of the provider's unrecorded. The transaction keeps its statements out of the server's
-// log, even if they fail, and out of pg_stat_statements. d's settings are tried in it too, in a
-// savepoint rolled back (vetWithin). Its password is rewritten only where the stored verifier
+// ensureRole judges the consumer d as Foresee does (judge: its role and its database observed,
+// its settings tried in a savepoint rolled back, its password checked, the verdict reached),
+// and where the verdict lets it, creates the role or brings it back to the definition
+// (standing.go) under the minted password, its memberships either way revoked, and records it
+// as managed and active, in one transaction: a crash never leaves a role of the provider's
+// unrecorded. The transaction keeps its statements out of the server's log, even if they fail,
+// and out of pg_stat_statements. Its password is rewritten only where the stored verifier
 // does not verify against the minted one, and nothing is written where nothing differs. It
 // answers what it found, the verdict, and what it did: made the role, adopted it, repaired it
 // (wrote something), or nothing; a refusal is the verdict's error, as it is. s is how the
@@ -31,15 +31,13 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 		if _, err := tx.Exec(ctx, quietSQL(s.quiets)); err != nil {
 			return atRole(d.role, err)
 		}
-		if f, err = observe(ctx, tx, s.powers, d.role, d.database, forVerdict); err != nil {
-			return atDatabase(d.database, err)
-		}
-		vet, err := vetWithin(ctx, tx, d.settings)
-		if err != nil {
-			return settingsError(d.role, d.database, err)
-		}
-		f.verifies = f.stored != nil && b.verified.verifies(*f.stored, password, d.role)
-		if v = d.decide(f, s, vet); v.refusal != nil {
+		j, read, tried := b.judge(ctx, tx, d, s, password)
+		switch f, v = j.observed, j.verdict; {
+		case read != nil:
+			return atDatabase(d.database, read)
+		case tried != nil:
+			return settingsError(d.role, d.database, tried)
+		case v.refusal != nil:
 			return v.refusal
 		}
 		if changed, err = b.writeConsumerRole(ctx, tx, d, f, v, s.powers, password); err != nil {
