@@ -138,7 +138,7 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		w, l := wants[i], &looks[i]
 		d := define(w, b.resource)
 		cctx, cancel := context.WithTimeout(ctx, each)
-		j, read, tried := b.judge(cctx, tx, d, s, "") // as Create judges it, but for the password
+		j, read, tried := judge(cctx, tx, d, s, &b.verified, "") // as Create judges it, but for the password
 		cancel()
 		if read != nil {
 			return nil, read

@@ -157,18 +157,19 @@ type judged struct {
 
 // judge observes the consumer d in tx (observe, as a verdict reads it), tries its settings in a
 // savepoint rolled back (vetWithin), checks password against its stored verifier where one is
-// given (Foresee gives none: its check logs in, or reads the verifier, as a pass does), and
-// decides as a provider standing as s: the one way Create and Foresee reach a verdict, so that
-// what one reads or weighs the other does too. read is the observation's error and tried the
-// trial's, each said by Create and Foresee in their own way; with either, there is no verdict.
-func (b *Backend) judge(ctx context.Context, tx pgx.Tx, d definition, s stance, password string) (j judged, read, tried error) {
+// given, through the Backend's cache of answers (Foresee gives none: its check logs in, or
+// reads the verifier, as a pass does), and decides as a provider standing as s: the one way
+// Create and Foresee reach a verdict, so that what one reads or weighs the other does too. read
+// is the observation's error and tried the trial's, each said by Create and Foresee in their
+// own way; with either, there is no verdict.
+func judge(ctx context.Context, tx pgx.Tx, d definition, s stance, verified *verifiedCache, password string) (j judged, read, tried error) {
 	if j.observed, read = observe(ctx, tx, s.powers, d.role, d.database, forVerdict); read != nil {
 		return j, read, nil
 	}
 	if j.vet, tried = vetWithin(ctx, tx, d.settings); tried != nil {
 		return j, nil, tried
 	}
-	j.verifies = password != "" && j.stored != nil && b.verified.verifies(*j.stored, password, d.role)
+	j.verifies = password != "" && j.stored != nil && verified.verifies(*j.stored, password, d.role)
 	j.verdict = d.decide(j.observed, s, j.vet)
 	return j, nil, nil
 }

@@ -31,7 +31,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 		if _, err := tx.Exec(ctx, quietSQL(s.quiets)); err != nil {
 			return atRole(d.role, err)
 		}
-		j, read, tried := b.judge(ctx, tx, d, s, password)
+		j, read, tried := judge(ctx, tx, d, s, &b.verified, password)
 		switch f, v = j.observed, j.verdict; {
 		case read != nil:
 			return atDatabase(d.database, read)
