@@ -97,6 +97,25 @@ func (c change) word() string {
 	return "unknown"
 }
 
+// barring is a change of the role's own standing (standingChanges) as what bars taking the
+// role over, in words that follow "it is" (unadoptable); a kind without words of its own bars it
+// by its word.
+func (c change) barring() string {
+	switch c.kind {
+	case loginOff:
+		return "not a login role"
+	case roleExpired:
+		return "expired"
+	case roleValidUntil:
+		return "valid only until a date"
+	case memberOf:
+		return "a member of " + c.subject
+	case grantedTo:
+		return "granted to " + c.subject
+	}
+	return c.word()
+}
+
 // words are the changes as a check says them; nil where there are none.
 func words(cs []change) []string {
 	var out []string

@@ -137,3 +137,37 @@ func TestTheSchemaIsJudgedByOneDefinition(t *testing.T) {
 		})
 	}
 }
+
+// What bars adopting a role is what a check finds drifted in its own standing, by one rule
+// (standingChanges): each such drift bars it, in words that follow "it is", the first found
+// first, and a role with none of them (and nothing elsewhere) may be adopted.
+func TestWhatBarsAnAdoptionIsTheRolesStandingDrift(t *testing.T) {
+	plain := func() observed { return observed{role: true, login: true, forever: true} }
+	for _, row := range []struct {
+		name string
+		set  func(o *observed)
+		says string
+	}{
+		{"as the provider would have made it", func(o *observed) {}, ""},
+		{"a power", func(o *observed) { o.attributes = []string{"allowed to create databases"} }, "allowed to create databases"},
+		{"a power, and no login: the power first", func(o *observed) {
+			o.attributes, o.login = []string{"a superuser"}, false
+		}, "a superuser"},
+		{"no login", func(o *observed) { o.login = false }, "not a login role"},
+		{"expired", func(o *observed) { o.expired, o.forever = true, false }, "expired"},
+		{"valid until a date", func(o *observed) { o.forever = false }, "valid only until a date"},
+		{"a member", func(o *observed) { o.memberOf = []string{"postgres through finance"} }, "a member of postgres through finance"},
+		{"granted", func(o *observed) { o.grantedTo = []string{"intruder"} }, "granted to intruder"},
+		{"no login and a member: as the check lists them", func(o *observed) {
+			o.login, o.memberOf = false, []string{"finance"}
+		}, "not a login role"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			is := is.New(t)
+			o := plain()
+			row.set(&o)
+			is.Equal(unadoptable(o, "letta"), row.says)
+			is.Equal(row.says == "", len(standingChanges(o)) == 0) // barred exactly where the check finds drift
+		})
+	}
+}

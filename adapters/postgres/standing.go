@@ -80,22 +80,16 @@ const sqlHeldCTE = `held AS (
 
 // unadoptable is the first reason why a role the provider did not make is not what it would
 // have made for a consumer whose database is database, in words that follow "it is"; "" where
-// it is exactly that and may be adopted.
+// it is exactly that and may be adopted. Whatever of the role's own standing a check finds
+// drifted (standingChanges) bars it, by the same rule: a kind of drift added there bars an
+// adoption too.
 func unadoptable(s observed, database string) string {
 	mine := func(db string) bool { return db == database }
-	switch {
-	case len(s.attributes) > 0:
+	if len(s.attributes) > 0 { // what it may do beyond a login is said first, by its name
 		return s.attributes[0]
-	case !s.login:
-		return "not a login role"
-	case s.expired:
-		return "expired"
-	case !s.forever:
-		return "valid only until a date"
-	case len(s.memberOf) > 0:
-		return "a member of " + s.memberOf[0]
-	case len(s.grantedTo) > 0:
-		return "granted to " + s.grantedTo[0]
+	}
+	if cs := standingChanges(s); len(cs) > 0 {
+		return cs[0].barring()
 	}
 	if i := slices.IndexFunc(s.owns, func(db string) bool { return !mine(db) }); i >= 0 {
 		return "the owner of " + s.owns[i]
