@@ -5,6 +5,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -20,9 +21,9 @@ type observed struct {
 	expired    bool
 	memberOf   []string // "finance", "postgres through finance"
 	grantedTo  []string // "intruder", "intruder through helper"
-	// What it holds across the cluster (sqlHeld), read only where one consumer is observed
-	// with its holdings: the databases it owns, those it owns objects in and those it holds
-	// privileges in ("" for shared objects).
+	// What it holds across the cluster (sqlOwns, sqlOwnsIn, sqlGrantedIn), read only where one
+	// consumer is observed with its holdings: the databases it owns, those it owns objects in
+	// and those it holds privileges in ("" for shared objects).
 	owns, ownsIn, grantedIn []string
 	comment                 *string // the record, where it is one
 	stored                  *string // the stored verifier; nil where not read (a provider that is not a superuser)
@@ -62,13 +63,10 @@ var (
 	forWithdrawal = reading{verifier: true, holdings: true}
 )
 
-// sqlClaim is what reading.claim reads of a consumer w whose role r may not exist: the roles,
-// not named as it, whose comment starts as this provider's record and names w's login, which
-// the server finds and Go reads as records (a login's letters never need escaping in JSON);
-// and whether the provider's role has the ADMIN option on r.
-var sqlClaim = `coalesce(ren.names, '{}'), coalesce(ren.comments, '{}'),
-       coalesce(pg_catalog.pg_has_role(r.oid, 'MEMBER WITH ADMIN OPTION'), false)`
-
+// sqlClaimJoin is what reading.claim reads of a consumer w whose role r may not exist: the
+// roles, not named as it, whose comment starts as this provider's record and names w's login,
+// which the server finds and Go reads as records (a login's letters never need escaping in
+// JSON).
 var sqlClaimJoin = `
 LEFT JOIN LATERAL (SELECT array_agg(o.rolname::text ORDER BY o.rolname) AS names,
                           array_agg(sd.description ORDER BY o.rolname) AS comments
@@ -78,39 +76,84 @@ LEFT JOIN LATERAL (SELECT array_agg(o.rolname::text ORDER BY o.rolname) AS names
       AND pg_catalog.strpos(sd.description, pg_catalog.concat('"login":"', w.role, '"')) > 0
       AND o.rolname <> w.role) ren ON true`
 
+// column is one column of observeSQL: the server's expression over a consumer's row (w, its
+// role r, its database d), and the field of observed that takes its value. Where a reading
+// does not ask for it (asked), none stands in its place. Each column is listed with its field,
+// so that none is matched to another by its position.
+type column struct {
+	sql   string
+	into  func(o *observed) any
+	asked func(r reading) bool // nil: every reading asks for it
+	none  string
+}
+
+// Which reading asks for a column (column.asked).
+func asksVerifier(r reading) bool { return r.verifier }
+func asksHoldings(r reading) bool { return r.holdings }
+func asksClaim(r reading) bool    { return r.claim }
+
+// observedColumns are observeSQL's columns, in its order.
+var observedColumns = []column{
+	{sql: `r.oid IS NOT NULL`, into: func(o *observed) any { return &o.role }},
+	{sql: `coalesce(r.rolcanlogin, false)`, into: func(o *observed) any { return &o.login }},
+	{sql: sqlAttributes, into: func(o *observed) any { return &o.attributes }},
+	{sql: sqlForever, into: func(o *observed) any { return &o.forever }},
+	{sql: sqlExpired, into: func(o *observed) any { return &o.expired }},
+	{sql: sqlMemberOf, into: func(o *observed) any { return &o.memberOf }},
+	{sql: sqlGrantedTo, into: func(o *observed) any { return &o.grantedTo }},
+	{sql: sqlOwns, into: func(o *observed) any { return &o.owns }, asked: asksHoldings, none: `'{}'::text[]`},
+	{sql: sqlOwnsIn, into: func(o *observed) any { return &o.ownsIn }, asked: asksHoldings, none: `'{}'::text[]`},
+	{sql: sqlGrantedIn, into: func(o *observed) any { return &o.grantedIn }, asked: asksHoldings, none: `'{}'::text[]`},
+	{sql: `pg_catalog.shobj_description(r.oid, 'pg_authid')`, into: func(o *observed) any { return &o.comment }},
+	{sql: `au.rolpassword`, into: func(o *observed) any { return &o.stored }, asked: asksVerifier, none: `NULL::text`},
+	{sql: `coalesce(r.rolconnlimit, -1)`, into: func(o *observed) any { return &o.limit }},
+	// The roles whose comment could be this provider's record of w's login (sqlClaimJoin), and
+	// whether the provider's role has the ADMIN option on r.
+	{sql: `coalesce(ren.names, '{}')`, into: func(o *observed) any { return &o.others }, asked: asksClaim, none: `'{}'::text[]`},
+	{sql: `coalesce(ren.comments, '{}')`, into: func(o *observed) any { return &o.otherComments }, asked: asksClaim, none: `'{}'::text[]`},
+	{sql: `coalesce(pg_catalog.pg_has_role(r.oid, 'MEMBER WITH ADMIN OPTION'), false)`,
+		into: func(o *observed) any { return &o.admin }, asked: asksClaim, none: `false`},
+	{sql: `d.oid IS NOT NULL`, into: func(o *observed) any { return &o.database }},
+	{sql: `coalesce(pg_catalog.pg_get_userbyid(d.datdba)::text, '')`, into: func(o *observed) any { return &o.owner }},
+	{sql: `pg_catalog.shobj_description(d.datdba, 'pg_authid')`, into: func(o *observed) any { return &o.ownerComment }},
+	{sql: `coalesce(d.datallowconn, false)`, into: func(o *observed) any { return &o.allowed }},
+	{sql: `coalesce(d.datistemplate, false)`, into: func(o *observed) any { return &o.template }},
+	{sql: `ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END
+             FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
+             WHERE a.privilege_type = 'CONNECT' AND ` + sqlOthers + ` ORDER BY 1)`, into: func(o *observed) any { return &o.open }},
+	{sql: `coalesce(pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE'), false)`,
+		into: func(o *observed) any { return &o.provides }},
+	{sql: `coalesce((SELECT 'search_path=' || $3 = ANY(s.setconfig) FROM pg_catalog.pg_db_role_setting s
+                 WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false)`, into: func(o *observed) any { return &o.searchPath }},
+	{sql: `coalesce((SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = d.oid), '{}')`,
+		into: func(o *observed) any { return &o.setconfig }},
+}
+
 // observeSQL is the one query that observes consumers: $1 their roles, $2 their databases,
-// $3 the provider's search_path; one row each, in their order. A provider that is not a
-// superuser reads no verifier (they are a superuser's to read).
+// $3 the provider's search_path; one row each, in their order, of observedColumns. A provider
+// that is not a superuser reads no verifier (they are a superuser's to read).
 func observeSQL(r reading, readsVerifiers bool) string {
-	stored, authid, held, heldCTE := "NULL::text", "", `'{}'::text[], '{}'::text[], '{}'::text[]`, ""
-	if r.verifier && readsVerifiers {
-		stored, authid = "au.rolpassword", "\nLEFT JOIN pg_catalog.pg_authid au ON au.oid = r.oid"
+	r.verifier = r.verifier && readsVerifiers
+	columns := make([]string, len(observedColumns))
+	for i, c := range observedColumns {
+		if columns[i] = c.sql; c.asked != nil && !c.asked(r) {
+			columns[i] = c.none
+		}
 	}
+	var heldCTE, authid, claimJoin string
 	if r.holdings {
-		held, heldCTE = sqlHeld, ", "+sqlHeldCTE
+		heldCTE = ", " + sqlHeldCTE
 	}
-	claim, claimJoin := `'{}'::text[], '{}'::text[], false`, ""
+	if r.verifier {
+		authid = "\nLEFT JOIN pg_catalog.pg_authid au ON au.oid = r.oid"
+	}
 	if r.claim {
-		claim, claimJoin = sqlClaim, sqlClaimJoin
+		claimJoin = sqlClaimJoin
 	}
 	return `WITH RECURSIVE w AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)),
 r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = ANY($1::text[])),
 roots AS (SELECT oid FROM r), ` + sqlMemberships + heldCTE + `
-SELECT r.oid IS NOT NULL, coalesce(r.rolcanlogin, false), ` + sqlAttributes + `, ` + sqlForever + `, ` + sqlExpired + `,
-       ` + sqlMembershipColumns + `,
-       ` + held + `,
-       pg_catalog.shobj_description(r.oid, 'pg_authid'), ` + stored + `, coalesce(r.rolconnlimit, -1),
-       ` + claim + `,
-       d.oid IS NOT NULL, coalesce(pg_catalog.pg_get_userbyid(d.datdba)::text, ''),
-       pg_catalog.shobj_description(d.datdba, 'pg_authid'),
-       coalesce(d.datallowconn, false), coalesce(d.datistemplate, false),
-       ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END
-             FROM pg_catalog.aclexplode(coalesce(d.datacl, pg_catalog.acldefault('d', d.datdba))) a
-             WHERE a.privilege_type = 'CONNECT' AND ` + sqlOthers + ` ORDER BY 1),
-       coalesce(pg_catalog.has_database_privilege(d.oid, 'CONNECT') AND pg_catalog.has_database_privilege(d.oid, 'CREATE'), false),
-       coalesce((SELECT 'search_path=' || $3 = ANY(s.setconfig) FROM pg_catalog.pg_db_role_setting s
-                 WHERE s.setrole = r.oid AND s.setdatabase = d.oid), false),
-       coalesce((SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = d.oid), '{}')
+SELECT ` + strings.Join(columns, ",\n       ") + `
 FROM w
 LEFT JOIN r ON r.rolname = w.role
 LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
@@ -118,15 +161,15 @@ LEFT JOIN pg_catalog.pg_database d ON d.datname = w.db
 ORDER BY w.i`
 }
 
-// scanObserved reads the rows of observeSQL.
+// scanObserved reads the rows of observeSQL, each column into its field.
 func scanObserved(rows pgx.Rows) ([]observed, error) {
 	var out []observed
 	var o observed
-	_, err := pgx.ForEachRow(rows, []any{&o.role, &o.login, &o.attributes, &o.forever, &o.expired,
-		&o.memberOf, &o.grantedTo, &o.owns, &o.ownsIn, &o.grantedIn,
-		&o.comment, &o.stored, &o.limit, &o.others, &o.otherComments, &o.admin,
-		&o.database, &o.owner, &o.ownerComment, &o.allowed, &o.template, &o.open, &o.provides,
-		&o.searchPath, &o.setconfig}, func() error {
+	into := make([]any, len(observedColumns))
+	for i, c := range observedColumns {
+		into[i] = c.into(&o)
+	}
+	_, err := pgx.ForEachRow(rows, into, func() error {
 		out = append(out, o)
 		return nil
 	})

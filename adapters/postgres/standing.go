@@ -54,23 +54,28 @@ granted_to (root, names) AS MATERIALIZED (
                || CASE WHEN via = 0 THEN '' ELSE ' through ' || pg_catalog.pg_get_userbyid(via)::text END AS w
         FROM down ORDER BY root, oid, via) x GROUP BY root)`
 
-// sqlMembershipColumns are the role r's member_of and granted_to, joined by sqlMembershipJoins.
+// sqlMemberOf and sqlGrantedTo are the role r's member_of and granted_to, joined by
+// sqlMembershipJoins.
 const (
-	sqlMembershipColumns = `coalesce(mo.names, '{}'), coalesce(gt.names, '{}')`
-	sqlMembershipJoins   = `LEFT JOIN member_of mo ON mo.root = r.oid LEFT JOIN granted_to gt ON gt.root = r.oid`
+	sqlMemberOf        = `coalesce(mo.names, '{}')`
+	sqlGrantedTo       = `coalesce(gt.names, '{}')`
+	sqlMembershipJoins = `LEFT JOIN member_of mo ON mo.root = r.oid LEFT JOIN granted_to gt ON gt.root = r.oid`
 )
 
-// sqlHeld is what r holds in each database, from the cluster-wide pg_shdepend: the databases
-// it owns; those in which it owns objects or is named by a policy ("" for shared objects other
-// than databases); and those in which it was only granted privileges (on the database itself
-// included).
-const sqlHeld = `ARRAY(SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.datdba = r.oid ORDER BY 1),
-       ARRAY(SELECT DISTINCT coalesce(d.datname::text, '') FROM held h LEFT JOIN pg_catalog.pg_database d ON d.oid = h.db
-             WHERE h.deptype NOT IN ('a', 'i') ORDER BY 1),
-       ARRAY(SELECT DISTINCT coalesce(d.datname::text, '') FROM held h LEFT JOIN pg_catalog.pg_database d ON d.oid = h.db
+// What r holds in each database, from the cluster-wide pg_shdepend: the databases it owns
+// (sqlOwns); those in which it owns objects or is named by a policy ("" for shared objects
+// other than databases: sqlOwnsIn); and those in which it was only granted privileges, on the
+// database itself included (sqlGrantedIn).
+const (
+	sqlOwns   = `ARRAY(SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.datdba = r.oid ORDER BY 1)`
+	sqlOwnsIn = `ARRAY(SELECT DISTINCT coalesce(d.datname::text, '') FROM held h LEFT JOIN pg_catalog.pg_database d ON d.oid = h.db
+             WHERE h.deptype NOT IN ('a', 'i') ORDER BY 1)`
+	sqlGrantedIn = `ARRAY(SELECT DISTINCT coalesce(d.datname::text, '') FROM held h LEFT JOIN pg_catalog.pg_database d ON d.oid = h.db
              WHERE h.deptype IN ('a', 'i') ORDER BY 1)`
+)
 
-// sqlHeldCTE is the held relation sqlHeld reads, for the role r (a relation of one row).
+// sqlHeldCTE is the held relation sqlOwnsIn and sqlGrantedIn read, for the role r (a relation
+// of one row).
 const sqlHeldCTE = `held AS (
     SELECT s.deptype, CASE WHEN s.dbid <> 0 THEN s.dbid
                            WHEN s.classid = 'pg_catalog.pg_database'::pg_catalog.regclass THEN s.objid END AS db
@@ -103,7 +108,7 @@ func unadoptable(s observed, database string) string {
 	return ""
 }
 
-// where names a database as sqlHeld answers it: "" is the cluster's shared objects.
+// where names a database as sqlOwnsIn and sqlGrantedIn answer it: "" is the cluster's shared objects.
 func where(db string) string {
 	if db == "" {
 		return "shared objects (a tablespace, a parameter)"

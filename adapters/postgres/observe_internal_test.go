@@ -1,0 +1,48 @@
+package postgres
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/matryer/is"
+)
+
+// Every field of observed the server answers is the field of exactly one column of observeSQL,
+// so that a field added to observed without its column fails here, not on a server.
+func TestEachObservedFieldIsReadByOneColumn(t *testing.T) {
+	is := is.New(t)
+	var o observed
+	fields := map[uintptr]string{}
+	ty := reflect.TypeOf(o)
+	base := reflect.ValueOf(&o).Pointer()
+	for i := range ty.NumField() {
+		if f := ty.Field(i); f.Name != "verifies" { // worked out by the caller, not read
+			fields[base+f.Offset] = f.Name
+		}
+	}
+	read := map[string]int{}
+	for _, c := range observedColumns {
+		name, ok := fields[reflect.ValueOf(c.into(&o)).Pointer()]
+		is.True(ok) // each column reads into a field of observed
+		read[name]++
+	}
+	for _, name := range fields {
+		is.Equal(read[name], 1) // each field is read by one column
+	}
+}
+
+// A column a reading does not ask for is answered by what stands in its place: no verifier is
+// read where the provider may not read one, nor holdings or a claim where none is asked.
+func TestAColumnNotAskedForIsNotRead(t *testing.T) {
+	is := is.New(t)
+	all := observeSQL(forVerdict, true)
+	for _, part := range []string{"au.rolpassword", "pg_authid au", sqlOwns, sqlOwnsIn, sqlGrantedIn, "held AS", "ren.names", "MEMBER WITH ADMIN OPTION"} {
+		is.True(strings.Contains(all, part)) // a verdict reads it all
+	}
+	is.True(!strings.Contains(observeSQL(forVerdict, false), "rolpassword")) // no verifier unless the provider may read it
+	none := observeSQL(reading{}, true)
+	for _, part := range []string{"rolpassword", "pg_authid au", "held", "ren.", "ADMIN"} {
+		is.True(!strings.Contains(none, part)) // what is not asked is not read
+	}
+}
