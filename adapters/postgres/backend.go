@@ -242,7 +242,7 @@ func New(cfg Config) (*Backend, error) {
 	b.rules = entryRules{self: b.self, limit: limitOrNone(cfg.ConnectionLimit), allowedSettings: cfg.AllowSettings}
 	b.locks = &loginLocks{pool: pool, timeout: cfg.Timeout, wait: cfg.LockTimeout, reach: b.reach, conns: &b.conns, voice: b.voice,
 		blocked: &b.blocked}
-	b.ext = &extensionPath{allowed: cfg.AllowExtensions, self: b.self, voice: b.voice, conns: &b.conns}
+	b.ext = &extensionPath{allowed: cfg.AllowExtensions, self: b.self, conns: &b.conns}
 	if cfg.Archive != nil {
 		b.archives = newArchives(b, cfg.Archive, cfg.ArchiveParallel)
 	}

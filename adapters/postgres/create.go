@@ -34,7 +34,8 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return atDatabase(w.database, err)
 		}
-		added, lacks, extErr := b.ext.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath)
+		added, lacks, told, extErr := b.ext.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath)
+		b.voice.tell(told) // what the extensions' create found, said as it stands
 		if extErr == nil && len(lacks) > 0 {
 			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
 		}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -39,7 +38,6 @@ const consumerSearchPath = `"$user", public, ` + extensionSchema
 type extensionPath struct {
 	allowed []string // nil: every available extension
 	self    string   // the provider's own role: the schema it owns is the provider's
-	voice   voice
 	conns   *databaseConns
 	// offered is what the server offers of every extension, kept from one create to the next
 	// while the server's list of them has not changed.
@@ -111,10 +109,10 @@ func (xp *extensionPath) lacking(role, name string, available bool) string {
 }
 
 // extensionsToCreate answers which of w's extensions are to be created, and what w lacks (in
-// Holding.Lacks' words), and says, once per consumer and extension until that changes, those
-// that are not: not allowed here (--allow-extensions), or not available on this server (as
-// offer has it).
-func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offerings, w wanted) ([]extension, []string, error) {
+// Holding.Lacks' words), and adds to told, to be said once per consumer and extension until
+// that changes, those that are not: not allowed here (--allow-extensions), or not available on
+// this server (as offer has it).
+func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offerings, w wanted, told *facts) ([]extension, []string, error) {
 	if len(w.extensions) == 0 {
 		return nil, nil, nil
 	}
@@ -130,14 +128,12 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 		switch {
 		case !xp.allows(name):
 			lacks = append(lacks, lack(name, lackNotAllowed))
-			xp.voice.once(key, "refused", slog.LevelWarn,
-				"%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
+			told.holds(key, "refused", "%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 		case !available:
 			lacks = append(lacks, lack(name, lackNotAvailable))
-			xp.voice.once(key, "unavailable", slog.LevelWarn,
-				"%s: extension %s is not available on this server; skipped", w.role, name)
+			told.holds(key, "unavailable", "%s: extension %s is not available on this server; skipped", w.role, name)
 		default:
-			xp.voice.over(key)
+			told.over(key)
 			out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
 		}
 	}
@@ -150,25 +146,25 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // role that schema on its search path there. An extension already installed stays where it
 // is; one the consumer can tamper with because it is in public is said once. It answers
 // whether it created or updated an extension or set the search path, and what the consumer
-// lacks (Holding.Lacks). One installed at another version than wanted is updated only where its
+// lacks (Holding.Lacks), and the facts it found, for Create to tell (voice.tell). One installed at another version than wanted is updated only where its
 // key is among updates (the loop stages them), and where the update fails, the error is a
 // *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
 // role's search path there already the provider's; p are the powers the create acts under.
-func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool) (changed bool, lacks []string, err error) {
+func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool) (changed bool, lacks []string, told facts, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept = &xp.offered
-	want, lacks, err := xp.extensionsToCreate(ctx, offer, w)
+	want, lacks, err := xp.extensionsToCreate(ctx, offer, w, &told)
 	if err != nil || len(want) == 0 {
-		return false, lacks, err
+		return false, lacks, told, err
 	}
 	db, err := xp.conns.open(ctx, w.database, false)
 	if err != nil {
-		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, told, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	installed, err := xp.ensureSchema(ctx, db.Conn, w.role, p.schemaOwner)
 	if err != nil {
-		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, told, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	var update []string
 	defaults := map[string]string{}
@@ -179,19 +175,19 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		if in, ok := installed[x.name]; ok {
 			update = append(update, x.name)
 			if in == "public" {
-				xp.voice.once(sayKey{w.role, extensionInPublic, x.name}, "public", slog.LevelWarn, "%s: extension %s is "+
+				told.holds(sayKey{w.role, extensionInPublic, x.name}, "public", "%s: extension %s is "+
 					"installed in schema public of %s, where the consumer can write; it stays there (drop it to have it "+
 					"made again in %s)", w.role, x.name, w.database, extensionSchema)
 			}
 			continue
 		}
-		made, cascaded, err := xp.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable)
+		made, cascaded, err := xp.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable, &told)
 		if err != nil {
-			return changed, lacks, atExtension(x.name, w.database, err)
+			return changed, lacks, told, atExtension(x.name, w.database, err)
 		}
 		if cascaded { // it made others, wherever their control files put them: read where
 			if err := readInstalled(ctx, db.Conn, present); err != nil {
-				return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
+				return changed, lacks, told, fmt.Errorf("list extensions in %s: %w", w.database, err)
 			}
 		} else if made {
 			present[x.name] = cmp.Or(x.schema, extensionSchema)
@@ -205,20 +201,20 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 	if len(update) > 0 && len(updates) > 0 {
 		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults, offer)
 		if err != nil {
-			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
+			return changed, lacks, told, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}
-		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable)
+		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable, &told)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
-			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
+			return changed, lacks, told, fmt.Errorf("update extensions in %s: %w", w.database, err)
 		}
 		failed = err
 	}
 	set, err := ensureSearchPath(ctx, conn, w, searchPath)
 	if err != nil {
-		return changed || set, lacks, err
+		return changed || set, lacks, told, err
 	}
-	return changed || set, lacks, failed
+	return changed || set, lacks, told, failed
 }
 
 // createExtension creates x in the consumer's database db, as the provider, in the provider's
@@ -226,11 +222,12 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 // the version pinned, else the default; it answers whether it created it. One the server does
 // not let a provider that is not a superuser create is said once and skipped (refusable, its
 // powers). offer is what the server has of it, and present what is installed; it answers
-// whether the create made others (cascaded). Its errors are about x, unwrapped.
-func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool) (made, cascaded bool, err error) {
+// whether the create made others (cascaded). What it found to be said is added to told. Its
+// errors are about x, unwrapped.
+func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wanted, x extension, offer *offerings, present map[string]string, refusable bool, told *facts) (made, cascaded bool, err error) {
 	at := x.version
 	if pin := w.pins[x.name]; pin != "" {
-		if ok, err := xp.offers(ctx, offer, w.role, x.name, pin); err != nil || !ok {
+		if ok, err := offers(ctx, offer, w.role, x.name, pin, told); err != nil || !ok {
 			return false, false, err // nil where it was said and skipped
 		}
 		at = pin
@@ -247,7 +244,7 @@ func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wa
 		if refusable && pgCode(err) == insufficientPrivilege {
 			// The server does not let a provider that is not a superuser create it (not
 			// trusted, not on the platform's allow-list): said once, and the rest go on.
-			xp.voice.once(sayKey{w.role, extensionRefused, x.name}, pgMessage(err), slog.LevelWarn,
+			told.holds(sayKey{w.role, extensionRefused, x.name}, pgMessage(err),
 				"%s: extension %s is refused by the server (%s); skipped", w.role, x.name, pgMessage(err))
 			xp.refusedExt.Store(w.role+"/"+x.name, pgMessage(err))
 			return false, false, nil
@@ -255,7 +252,7 @@ func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wa
 		return false, false, err
 	}
 	xp.refusedExt.Delete(w.role + "/" + x.name)
-	xp.voice.over(sayKey{w.role, extensionRefused, x.name})
+	told.over(sayKey{w.role, extensionRefused, x.name})
 	return true, cascades, nil
 }
 
@@ -316,9 +313,10 @@ func byName(names, schemas []string) map[string]string {
 	return m
 }
 
-// offers is whether the server has version of the extension name (as offer read it), saying
-// once where it has not: the pin is refused for that extension, the others go on.
-func (xp *extensionPath) offers(ctx context.Context, offer *offerings, role, name, version string) (bool, error) {
+// offers is whether the server has version of the extension name (as offer read it), adding to
+// told, to be said once, where it has not: the pin is refused for that extension, the others
+// go on.
+func offers(ctx context.Context, offer *offerings, role, name, version string, told *facts) (bool, error) {
 	o, err := offer.of(ctx, name)
 	if err == nil && !slices.Contains(o.versions, version) { // a version the kept read did not list: asked of the server now
 		var fresh bool
@@ -327,11 +325,10 @@ func (xp *extensionPath) offers(ctx context.Context, offer *offerings, role, nam
 		}
 	}
 	if ok := slices.Contains(o.versions, version); err != nil || ok {
-		xp.voice.over(sayKey{role, extensionPin, name})
+		told.over(sayKey{role, extensionPin, name})
 		return ok, err
 	}
-	xp.voice.once(sayKey{role, extensionPin, name}, version, slog.LevelWarn,
-		"%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
+	told.holds(sayKey{role, extensionPin, name}, version, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
 		strings.Join(o.versions, ", "))
 	return false, nil
 }

@@ -6,7 +6,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -195,8 +194,9 @@ func (xp *extensionPath) versionsHeld(role string, seen []installed) (drift []ch
 // again), an update never stalls the consumer for long. Each update is one statement, so one
 // transaction: a script that fails leaves the version that was. It answers whether it updated
 // one, and where one failed, a *ports.UpdateFailed; the others go on. refusable is whether the
-// server may refuse the provider an update (powers.refusable): said once, not tried again.
-func (xp *extensionPath) updateExtensions(ctx context.Context, db *pgx.Conn, role string, seen []installed, allowed []string, refusable bool) (updated bool, err error) {
+// server may refuse the provider an update (powers.refusable): added to told, to be said once,
+// and not tried again.
+func (xp *extensionPath) updateExtensions(ctx context.Context, db *pgx.Conn, role string, seen []installed, allowed []string, refusable bool, told *facts) (updated bool, err error) {
 	var failed error
 	for _, x := range seen {
 		u, due := x.change()
@@ -211,8 +211,7 @@ func (xp *extensionPath) updateExtensions(ctx context.Context, db *pgx.Conn, rol
 				// The server does not let a provider that is not a superuser update it: a refusal
 				// of this consumer's update, said once; a rollout is not halted for it.
 				xp.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")
-				xp.voice.once(sayKey{role, extensionUpdate, x.name}, pgMessage(e), slog.LevelWarn,
-					"%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
+				told.holds(sayKey{role, extensionUpdate, x.name}, pgMessage(e), "%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
 				continue
 			case code == "":
 				return updated, fmt.Errorf("%s: %w", u.Step, e)

@@ -64,3 +64,23 @@ func TestAFactIsToldWithItsKeyAndWhetherItOutlivesTheConsumer(t *testing.T) {
 type logFunc func(ports.Entry)
 
 func (f logFunc) Log(e ports.Entry) { f(e) }
+
+// The facts an act found (the extensions' create answers them as values) are told as the act
+// would have told them itself, in the order found: a fact that holds with its line, one over
+// without. A server's message in a line is said as it is, never read as a format.
+func TestFactsFoundAreToldInTheirOrder(t *testing.T) {
+	is := is.New(t)
+	var got []ports.Entry
+	v := voice{log: logFunc(func(e ports.Entry) { got = append(got, e) })}
+	var told facts
+	told.over(sayKey{"letta", extensionSkipped, "vector"})
+	told.holds(sayKey{"letta", extensionRefused, "plpython3u"}, "permission denied: 100%",
+		"%s: extension %s is refused by the server (%s); skipped", "letta", "plpython3u", "permission denied: 100%")
+	v.tell(told)
+	is.Equal(len(got), 2)
+	is.Equal(got[0].Message, "") // over
+	is.Equal(*got[0].Once, ports.Once{About: "extension skipped", Subject: "vector"})
+	is.Equal(got[1].Level, slog.LevelWarn)
+	is.Equal(got[1].Message, "letta: extension plpython3u is refused by the server (permission denied: 100%); skipped")
+	is.Equal(*got[1].Once, ports.Once{About: "extension refused", Subject: "plpython3u", Fact: "permission denied: 100%"})
+}

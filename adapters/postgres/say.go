@@ -38,6 +38,37 @@ func (v voice) over(k sayKey) {
 	}
 }
 
+// found is a fact of a consumer an act found and answers as a value, for its caller to tell
+// (voice.tell) once the act is done: one that holds as fact, said once in its line while it
+// does, or, with no line, one that no longer holds.
+type found struct {
+	key  sayKey
+	fact string
+	line string // "": it no longer holds
+}
+
+// facts are the facts one act found, in the order it found them.
+type facts []found
+
+// holds adds that k holds as fact, said (a warning) in the line format says.
+func (fs *facts) holds(k sayKey, fact, format string, args ...any) {
+	*fs = append(*fs, found{key: k, fact: fact, line: fmt.Sprintf(format, args...)})
+}
+
+// over adds that k no longer holds.
+func (fs *facts) over(k sayKey) { *fs = append(*fs, found{key: k}) }
+
+// tell tells the facts fs, in their order.
+func (v voice) tell(fs facts) {
+	for _, f := range fs {
+		if f.line == "" {
+			v.over(f.key)
+			continue
+		}
+		v.once(f.key, f.fact, slog.LevelWarn, "%s", f.line)
+	}
+}
+
 // topic is what a fact told of a consumer is about; with its subject (an extension, a grant, a
 // lock), it keys what the loop remembers having said. Every fact the adapter tells has its
 // topic here, and whether a withdrawal forgets it.
