@@ -6,7 +6,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -72,7 +71,7 @@ $$`); err != nil {
 // provider's own membership in role is kept: it is how a provider that is not a superuser
 // acts as the owner of the consumer's database. revokesAny is whether the server lets the
 // provider revoke any membership (powers).
-func (b *Backend) revokeMemberships(ctx context.Context, tx pgx.Tx, role string, revokesAny bool) error {
+func (b *Backend) revokeMemberships(ctx context.Context, tx pgx.Tx, role string, revokesAny bool, told *facts) error {
 	rows, err := tx.Query(ctx, `SELECT g.rolname::text, m.rolname::text, gr.rolname::text
 FROM pg_catalog.pg_auth_members a
 JOIN pg_catalog.pg_roles g ON g.oid = a.roleid
@@ -105,7 +104,7 @@ ORDER BY 1, 2, 3`, role)
 		switch {
 		case pgCode(err) == insufficientPrivilege:
 			grant := sayKey{role, membershipKept, g[0] + ">" + g[1] + "/" + g[2]}
-			b.voice.once(grant, "denied", slog.LevelWarn, "%s: the membership of %s in %s, granted by %s, cannot be "+
+			told.holds(grant, "denied", "%s: the membership of %s in %s, granted by %s, cannot be "+
 				"revoked by the provider's role %s (%s); revoke it as a superuser: REVOKE %s FROM %s GRANTED BY %s",
 				role, g[1], g[0], g[2], b.self, pgMessage(err), ident(g[0]), ident(g[1]), ident(g[2]))
 		case err != nil:

@@ -6,6 +6,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,9 +25,15 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	d := define(w, b.resource)
 	s := b.stance() // one reading of the provider's mode, for all of this create
 	var did ports.Act
+	var told facts // what each step found to be said, told once the step is done
 	err = b.locks.locked(ctx, w.role, s.powers, func(ctx context.Context, conn *pgxpool.Conn) error {
 		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
-		f, v, act, err := b.ensureRole(ctx, conn, d, s, p.Password)
+		f, v, act, err := b.ensureRole(ctx, conn, d, s, p.Password, &told)
+		b.voice.tell(&told)
+		if err == nil && v.act == ports.ActAdopt {
+			b.voice.say(slog.LevelWarn, d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+				"it now has the minted password and is managed like any other", d.role, d.role)
+		}
 		if did = act; err != nil {
 			return err
 		}
@@ -34,8 +41,8 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if err != nil {
 			return atDatabase(w.database, err)
 		}
-		added, lacks, told, extErr := b.ext.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath)
-		b.voice.tell(told) // what the extensions' create found, said as it stands
+		added, lacks, extErr := b.ext.ensureExtensions(ctx, conn, w, s.powers, p.Updates, f.searchPath, &told)
+		b.voice.tell(&told)
 		if extErr == nil && len(lacks) > 0 {
 			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
 		}

@@ -146,25 +146,25 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // role that schema on its search path there. An extension already installed stays where it
 // is; one the consumer can tamper with because it is in public is said once. It answers
 // whether it created or updated an extension or set the search path, and what the consumer
-// lacks (Holding.Lacks), and the facts it found, for Create to tell (voice.tell). One installed at another version than wanted is updated only where its
+// lacks (Holding.Lacks); what it found to be said it adds to told. One installed at another version than wanted is updated only where its
 // key is among updates (the loop stages them), and where the update fails, the error is a
 // *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
 // role's search path there already the provider's; p are the powers the create acts under.
-func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool) (changed bool, lacks []string, told facts, err error) {
+func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool, told *facts) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept = &xp.offered
-	want, lacks, err := xp.extensionsToCreate(ctx, offer, w, &told)
+	want, lacks, err := xp.extensionsToCreate(ctx, offer, w, told)
 	if err != nil || len(want) == 0 {
-		return false, lacks, told, err
+		return false, lacks, err
 	}
 	db, err := xp.conns.open(ctx, w.database, false)
 	if err != nil {
-		return changed, lacks, told, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	installed, err := xp.ensureSchema(ctx, db.Conn, w.role, p.schemaOwner)
 	if err != nil {
-		return changed, lacks, told, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	var update []string
 	defaults := map[string]string{}
@@ -181,13 +181,13 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 			}
 			continue
 		}
-		made, cascaded, err := xp.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable, &told)
+		made, cascaded, err := xp.createExtension(ctx, db.Conn, w, x, offer, present, p.refusable, told)
 		if err != nil {
-			return changed, lacks, told, atExtension(x.name, w.database, err)
+			return changed, lacks, atExtension(x.name, w.database, err)
 		}
 		if cascaded { // it made others, wherever their control files put them: read where
 			if err := readInstalled(ctx, db.Conn, present); err != nil {
-				return changed, lacks, told, fmt.Errorf("list extensions in %s: %w", w.database, err)
+				return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 			}
 		} else if made {
 			present[x.name] = cmp.Or(x.schema, extensionSchema)
@@ -201,20 +201,20 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 	if len(update) > 0 && len(updates) > 0 {
 		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults, offer)
 		if err != nil {
-			return changed, lacks, told, fmt.Errorf("list extensions in %s: %w", w.database, err)
+			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
 		}
-		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable, &told)
+		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable, told)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
-			return changed, lacks, told, fmt.Errorf("update extensions in %s: %w", w.database, err)
+			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
 		}
 		failed = err
 	}
 	set, err := ensureSearchPath(ctx, conn, w, searchPath)
 	if err != nil {
-		return changed || set, lacks, told, err
+		return changed || set, lacks, err
 	}
-	return changed || set, lacks, told, failed
+	return changed || set, lacks, failed
 }
 
 // createExtension creates x in the consumer's database db, as the provider, in the provider's

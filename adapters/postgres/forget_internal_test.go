@@ -76,7 +76,8 @@ func TestFactsFoundAreToldInTheirOrder(t *testing.T) {
 	told.over(sayKey{"letta", extensionSkipped, "vector"})
 	told.holds(sayKey{"letta", extensionRefused, "plpython3u"}, "permission denied: 100%",
 		"%s: extension %s is refused by the server (%s); skipped", "letta", "plpython3u", "permission denied: 100%")
-	v.tell(told)
+	v.tell(&told)
+	is.Equal(len(told), 0) // told once
 	is.Equal(len(got), 2)
 	is.Equal(got[0].Message, "") // over
 	is.Equal(*got[0].Once, ports.Once{About: "extension skipped", Subject: "vector"})

@@ -5,7 +5,6 @@ package postgres
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,7 +24,7 @@ import (
 // answers what it found, the verdict, and what it did: made the role, adopted it, repaired it
 // (wrote something), or nothing; a refusal is the verdict's error, as it is. s is how the
 // provider stands, taken once for the whole create: it decides and writes under it.
-func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, password string) (f observed, v verdict, did ports.Act, err error) {
+func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, password string, told *facts) (f observed, v verdict, did ports.Act, err error) {
 	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, quietSQL(s.quiets)); err != nil {
@@ -40,7 +39,7 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 		case v.refusal != nil:
 			return v.refusal
 		}
-		if changed, err = b.writeConsumerRole(ctx, tx, d, f, v, s.powers, password); err != nil {
+		if changed, err = b.writeConsumerRole(ctx, tx, d, f, v, s.powers, password, told); err != nil {
 			return atRole(d.role, err)
 		}
 		return nil
@@ -48,21 +47,18 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 	if v.refusal != nil {
 		return f, v, ports.ActRefuse, err
 	}
-	if err == nil && v.act == ports.ActAdopt {
-		b.voice.say(slog.LevelWarn, d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
-			"it now has the minted password and is managed like any other", d.role, d.role)
-	}
 	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
 }
 
 // writeConsumerRole writes, in tx, what the verdict v on the consumer found as f takes, as a
 // provider of powers p: the role made or altered to the definition d, memberships revoked, the
-// provider's own membership and the record; it answers whether it wrote anything.
-func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, f observed, v verdict, p powers, password string) (bool, error) {
+// provider's own membership and the record; it answers whether it wrote anything, and adds to
+// told what it found to be said.
+func (b *Backend) writeConsumerRole(ctx context.Context, tx pgx.Tx, d definition, f observed, v verdict, p powers, password string, told *facts) (bool, error) {
 	changed, cs := false, v.changes
 	if writes(cs, membershipWriter) {
 		changed = true
-		if err := b.revokeMemberships(ctx, tx, d.role, p.revokesAny); err != nil {
+		if err := b.revokeMemberships(ctx, tx, d.role, p.revokesAny, told); err != nil {
 			return changed, err
 		}
 	}

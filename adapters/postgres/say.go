@@ -38,8 +38,8 @@ func (v voice) over(k sayKey) {
 	}
 }
 
-// found is a fact of a consumer an act found and answers as a value, for its caller to tell
-// (voice.tell) once the act is done: one that holds as fact, said once in its line while it
+// found is a fact of a consumer a step of an act found and answers as a value, for the act to
+// tell (voice.tell) once the step is done: one that holds as fact, said once in its line while it
 // does, or, with no line, one that no longer holds.
 type found struct {
 	key  sayKey
@@ -58,15 +58,16 @@ func (fs *facts) holds(k sayKey, fact, format string, args ...any) {
 // over adds that k no longer holds.
 func (fs *facts) over(k sayKey) { *fs = append(*fs, found{key: k}) }
 
-// tell tells the facts fs, in their order.
-func (v voice) tell(fs facts) {
-	for _, f := range fs {
+// tell tells the facts fs, in their order, and empties fs.
+func (v voice) tell(fs *facts) {
+	for _, f := range *fs {
 		if f.line == "" {
 			v.over(f.key)
 			continue
 		}
 		v.once(f.key, f.fact, slog.LevelWarn, "%s", f.line)
 	}
+	*fs = nil
 }
 
 // topic is what a fact told of a consumer is about; with its subject (an extension, a grant, a
