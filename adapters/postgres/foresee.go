@@ -108,12 +108,11 @@ func (b *Backend) refuseClashes(ps []ports.Provision, out []ports.Foresight, loo
 	}
 }
 
-// look is what Create would find of one consumer before it writes anything, and its verdict:
-// fresh where Create would make its role (or would, but for its settings); err where its
-// settings could not be tried.
+// look is what Create would find of one consumer before it writes anything, and its verdict
+// (judged, as Create judges it): fresh where Create would make its role (or would, but for its
+// settings); err where its settings could not be tried.
 type look struct {
-	observed
-	verdict
+	judged
 	fresh bool
 	err   error
 }
@@ -143,11 +142,11 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		if read != nil {
 			return nil, read
 		}
-		if l.observed, l.verdict, l.err = j.observed, j.verdict, tried; tried != nil {
+		if l.judged, l.err = j, tried; tried != nil {
 			continue
 		}
 		butSettings := l.verdict // what it would be but for its settings: a clash comes first
-		if j.vet != nil {
+		if l.vet != nil {
 			butSettings = d.decide(l.observed, s, nil)
 		}
 		l.fresh = butSettings.act == ports.ActCreate
