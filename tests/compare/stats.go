@@ -36,6 +36,26 @@ func machineCPU() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
+// processCPU is the CPU time (user and system) the process pid has used, from /proc/pid/stat
+// (0 where it cannot be read): the daemon's, which runs on past a measure.
+func processCPU(pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndex(raw, []byte(") ")) // after the command's name, which may hold ") "
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(raw[i+2:]))
+	if len(fields) < 13 { // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
 // statementCount is what one timed run sent the server, from its log (-statements): the
 // statements logged with the server's time for each, and the connections authorised.
 type statementCount struct {
