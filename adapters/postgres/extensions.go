@@ -128,10 +128,12 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 		switch {
 		case !xp.allows(name):
 			lacks = append(lacks, lack(name, lackNotAllowed))
-			told.holds(key, "refused", "%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
+			told.holds(key, "refused",
+				"%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
 		case !available:
 			lacks = append(lacks, lack(name, lackNotAvailable))
-			told.holds(key, "unavailable", "%s: extension %s is not available on this server; skipped", w.role, name)
+			told.holds(key, "unavailable",
+				"%s: extension %s is not available on this server; skipped", w.role, name)
 		default:
 			told.over(key)
 			out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
@@ -144,12 +146,13 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // names that is wanted, with what it depends on, in the provider's schema (or the one its
 // control file fixes, where that is not one the consumer can write), and gives the consumer's
 // role that schema on its search path there. An extension already installed stays where it
-// is; one the consumer can tamper with because it is in public is said once. It answers
-// whether it created or updated an extension or set the search path, and what the consumer
-// lacks (Holding.Lacks); what it found to be said it adds to told. One installed at another version than wanted is updated only where its
-// key is among updates (the loop stages them), and where the update fails, the error is a
-// *ports.UpdateFailed, after the rest was done. searchPath is whether Create found the
-// role's search path there already the provider's; p are the powers the create acts under.
+// is; one the consumer can tamper with because it is in public is told once (what it found to
+// be said it adds to told). It answers whether it created or updated an extension or set the
+// search path, and what the consumer lacks (Holding.Lacks). One installed at another version
+// than wanted is updated only where its key is among updates (the loop stages them), and where
+// the update fails, the error is a *ports.UpdateFailed, after the rest was done. searchPath is
+// whether Create found the role's search path there already the provider's; p are the powers
+// the create acts under.
 func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool, told *facts) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept = &xp.offered
@@ -328,7 +331,8 @@ func offers(ctx context.Context, offer *offerings, role, name, version string, t
 		told.over(sayKey{role, extensionPin, name})
 		return ok, err
 	}
-	told.holds(sayKey{role, extensionPin, name}, version, "%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
+	told.holds(sayKey{role, extensionPin, name}, version,
+		"%s: extension %s is pinned at %s, which this server does not have (it has %s); skipped", role, name, version,
 		strings.Join(o.versions, ", "))
 	return false, nil
 }

@@ -211,7 +211,8 @@ func (xp *extensionPath) updateExtensions(ctx context.Context, db *pgx.Conn, rol
 				// The server does not let a provider that is not a superuser update it: a refusal
 				// of this consumer's update, said once; a rollout is not halted for it.
 				xp.refusedUpdate.Store(role+"/"+u.Key, "the server refuses it ("+pgMessage(e)+")")
-				told.holds(sayKey{role, extensionUpdate, x.name}, pgMessage(e), "%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
+				told.holds(sayKey{role, extensionUpdate, x.name}, pgMessage(e),
+					"%s: %s is refused by the server (%s); skipped", role, u.Step, pgMessage(e))
 				continue
 			case code == "":
 				return updated, fmt.Errorf("%s: %w", u.Step, e)
