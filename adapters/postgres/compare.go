@@ -44,76 +44,58 @@ type change struct {
 	subject string // the role, setting or extension it is about, where the kind names one
 }
 
+// about is what a kind of change is to an operator and to Create: its word as a check says it;
+// where it is of the role's own standing (standingChanges), the words that bar taking a role
+// over that differs so, following "it is" (unadoptable; its word where it has none of its own);
+// and the statement of Create's that makes it. In both words, %s is the change's subject.
+type about struct {
+	word, barring string
+	writer        writer
+}
+
+// kinds is every kind's words and writer, in one place.
+var kinds = [...]about{
+	roleMissing:      {word: "role missing"},
+	notRecorded:      {word: "not recorded as the provider's"},
+	recordWithdrawn:  {word: "recorded withdrawn"},
+	recordFormat:     {word: "record format"},
+	loginOff:         {word: "login", barring: "not a login role", writer: roleWriter},
+	powersOn:         {word: "powers", writer: roleWriter},
+	roleExpired:      {word: "expired", writer: roleWriter},
+	roleValidUntil:   {word: "valid until", barring: "valid only until a date", writer: roleWriter},
+	memberOf:         {word: "member of %s", barring: "a member of %s", writer: membershipWriter},
+	grantedTo:        {word: "granted to %s", writer: membershipWriter},
+	passwordStale:    {word: "password", writer: roleWriter},
+	limitDiffers:     {word: "connection limit", writer: roleWriter},
+	databaseMissing:  {word: "database missing"},
+	ownerDiffers:     {word: "owner"},
+	openToOthers:     {word: "open to others", writer: databaseWriter},
+	closedToProvider: {word: "closed to the provider", writer: databaseWriter},
+	connectionsOff:   {word: "connections not allowed", writer: databaseWriter},
+	isTemplate:       {word: "a template", writer: databaseWriter},
+	settingSet:       {word: "setting %s"},
+	settingReset:     {word: "setting %s (reset)"},
+	searchPathUnset:  {word: "search_path setting"},
+	schemaUnsafe:     {word: "extensions schema"},
+	extensionMissing: {word: "extension %s missing"},
+}
+
 // word is the change as a check says it.
 func (c change) word() string {
-	switch c.kind {
-	case roleMissing:
-		return "role missing"
-	case notRecorded:
-		return "not recorded as the provider's"
-	case recordWithdrawn:
-		return "recorded withdrawn"
-	case recordFormat:
-		return "record format"
-	case loginOff:
-		return "login"
-	case powersOn:
-		return "powers"
-	case roleExpired:
-		return "expired"
-	case roleValidUntil:
-		return "valid until"
-	case memberOf:
-		return "member of " + c.subject
-	case grantedTo:
-		return "granted to " + c.subject
-	case passwordStale:
-		return "password"
-	case limitDiffers:
-		return "connection limit"
-	case databaseMissing:
-		return "database missing"
-	case ownerDiffers:
-		return "owner"
-	case openToOthers:
-		return "open to others"
-	case closedToProvider:
-		return "closed to the provider"
-	case connectionsOff:
-		return "connections not allowed"
-	case isTemplate:
-		return "a template"
-	case settingSet:
-		return "setting " + c.subject
-	case settingReset:
-		return "setting " + c.subject + " (reset)"
-	case searchPathUnset:
-		return "search_path setting"
-	case schemaUnsafe:
-		return "extensions schema"
-	case extensionMissing:
-		return "extension " + c.subject + " missing"
+	if int(c.kind) >= len(kinds) || kinds[c.kind].word == "" {
+		return "unknown"
 	}
-	return "unknown"
+	return strings.Replace(kinds[c.kind].word, "%s", c.subject, 1)
 }
 
 // barring is a change of the role's own standing (standingChanges) as what bars taking the
 // role over, in words that follow "it is" (unadoptable); a kind without words of its own bars it
 // by its word.
 func (c change) barring() string {
-	switch c.kind {
-	case loginOff:
-		return "not a login role"
-	case roleExpired:
-		return "expired"
-	case roleValidUntil:
-		return "valid only until a date"
-	case memberOf:
-		return "a member of " + c.subject
-	case grantedTo:
-		return "granted to " + c.subject
+	if int(c.kind) >= len(kinds) || kinds[c.kind].barring == "" {
+		return c.word()
 	}
-	return c.word()
+	return strings.Replace(kinds[c.kind].barring, "%s", c.subject, 1)
 }
 
 // words are the changes as a check says them; nil where there are none.
@@ -157,17 +139,12 @@ const (
 	databaseWriter                 // who may connect, connections allowed, no template (closeAndOpen)
 )
 
-// writer is the statement that makes a change of kind k: each kind is made by one.
+// writer is the statement that makes a change of kind k: each kind is made by one (kinds).
 func (k kind) writer() writer {
-	switch k {
-	case loginOff, powersOn, roleExpired, roleValidUntil, limitDiffers, passwordStale:
-		return roleWriter
-	case memberOf, grantedTo:
-		return membershipWriter
-	case openToOthers, closedToProvider, connectionsOff, isTemplate:
-		return databaseWriter
+	if int(k) >= len(kinds) {
+		return writtenElsewhere
 	}
-	return writtenElsewhere
+	return kinds[k].writer
 }
 
 // writes is whether a change of cs is made by w.

@@ -171,3 +171,30 @@ func TestWhatBarsAnAdoptionIsTheRolesStandingDrift(t *testing.T) {
 		})
 	}
 }
+
+// Every kind of change has its words (kinds): the word a check says, with its subject, and,
+// for the role's own standing, what bars an adoption; a kind added without them fails here.
+func TestEachKindOfChangeHasItsWords(t *testing.T) {
+	is := is.New(t)
+	is.Equal(len(kinds), int(extensionMissing)+1) // one entry each, the last kind included
+	for k := range kinds {
+		is.True(change{kind: kind(k), subject: "s"}.word() != "unknown") // each has a word
+	}
+	for _, row := range []struct {
+		c             change
+		word, barring string
+	}{
+		{change{kind: loginOff}, "login", "not a login role"},
+		{change{kind: roleExpired}, "expired", "expired"},
+		{change{kind: roleValidUntil}, "valid until", "valid only until a date"},
+		{change{kind: memberOf, subject: "postgres through finance"}, "member of postgres through finance", "a member of postgres through finance"},
+		{change{kind: grantedTo, subject: "intruder"}, "granted to intruder", "granted to intruder"},
+		{change{kind: settingReset, subject: "work_mem"}, "setting work_mem (reset)", "setting work_mem (reset)"},
+		{change{kind: extensionMissing, subject: "vector"}, "extension vector missing", "extension vector missing"},
+		{change{kind: memberOf, subject: "a%sb"}, "member of a%sb", "a member of a%sb"}, // a subject is said as it is
+		{change{kind: kind(len(kinds))}, "unknown", "unknown"},
+	} {
+		is.Equal(row.c.word(), row.word)
+		is.Equal(row.c.barring(), row.barring)
+	}
+}
