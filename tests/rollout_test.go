@@ -78,7 +78,9 @@ func TestAFailedUpdateHaltsTheRolloutForAllAndSIGHUPResumesIt(t *testing.T) {
 		}
 		return true
 	})
-	is.Equal(p.count("extension "+ext+" updated 1.1 -> 1.2"), 20) // an audit line per update
+	// A pass's lines are said once it is settled, after the last of its updates is on the server.
+	eventually(t, "an audit line per update", func() bool { return p.count("extension "+ext+" updated 1.1 -> 1.2") >= 20 })
+	is.Equal(p.count("extension "+ext+" updated 1.1 -> 1.2"), 20) // an audit line per update, and no more
 	is.Equal(p.count("the canaries ("), 1)                        // the soak's end, said once
 	// The canary first, then the soak's end, then the rest: in the order said.
 	said := p.stderr.String()
