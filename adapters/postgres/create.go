@@ -6,7 +6,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -30,14 +29,11 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		// Observed once, and decided before anything is made (decide): a refusal makes nothing.
 		f, v, act, err := b.ensureRole(ctx, conn, d, s, p.Password, &told)
 		b.voice.tell(&told)
-		if err == nil && v.act == ports.ActAdopt {
-			b.voice.say(slog.LevelWarn, d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
-				"it now has the minted password and is managed like any other", d.role, d.role)
-		}
 		if did = act; err != nil {
 			return err
 		}
-		f, made, err := b.ensureDatabase(ctx, conn, d, s, f, v.changes)
+		f, made, err := b.ensureDatabase(ctx, conn, d, s, f, v.changes, &told)
+		b.voice.tell(&told)
 		if err != nil {
 			return atDatabase(w.database, err)
 		}

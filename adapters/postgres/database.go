@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,8 +26,9 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // nobody in it to end). f is what Create observed of the consumer before it wrote the role, cs
 // the verdict's changes and s the stance it was decided under; the database is read again,
 // and compared again, only where it is made. It answers the observation as it stands after
-// (the role's settings in it included), and whether it changed anything.
-func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, f observed, cs []change) (_ observed, changed bool, err error) {
+// (the role's settings in it included), and whether it changed anything; it adds to told what
+// it did that the operator is told (sessions of others ended).
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, f observed, cs []change, told *facts) (_ observed, changed bool, err error) {
 	db, role := d.database, d.role
 	madeClosed := false // made here, closed: nobody else is in it to end
 	if !f.database {
@@ -61,7 +61,7 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			return f, changed, fmt.Errorf("end the sessions of others: %w", err)
 		}
 		if len(ended) > 0 {
-			b.voice.say(slog.LevelWarn, role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
+			told.did(role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
 				role, db, f.open, len(ended))
 		}
 	}

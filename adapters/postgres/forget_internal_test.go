@@ -76,12 +76,17 @@ func TestFactsFoundAreToldInTheirOrder(t *testing.T) {
 	told.over(sayKey{"letta", extensionSkipped, "vector"})
 	told.holds(sayKey{"letta", extensionRefused, "plpython3u"}, "permission denied: 100%",
 		"%s: extension %s is refused by the server (%s); skipped", "letta", "plpython3u", "permission denied: 100%")
+	told.did("letta", "%s: the database %s was open to others (%v); no longer", "letta", "letta", []string{"PUBLIC"})
 	v.tell(&told)
 	is.Equal(len(told), 0) // told once
-	is.Equal(len(got), 2)
+	is.Equal(len(got), 3)
 	is.Equal(got[0].Message, "") // over
 	is.Equal(*got[0].Once, ports.Once{About: "extension skipped", Subject: "vector"})
 	is.Equal(got[1].Level, slog.LevelWarn)
 	is.Equal(got[1].Message, "letta: extension plpython3u is refused by the server (permission denied: 100%); skipped")
 	is.Equal(*got[1].Once, ports.Once{About: "extension refused", Subject: "plpython3u", Fact: "permission denied: 100%"})
+	is.Equal(got[2].Level, slog.LevelWarn) // what a step did: said each time, kept by no Once
+	is.Equal(got[2].Consumer, "letta")
+	is.Equal(got[2].Message, "letta: the database letta was open to others ([PUBLIC]); no longer")
+	is.True(got[2].Once == nil)
 }

@@ -22,7 +22,8 @@ import (
 // and out of pg_stat_statements. Its password is rewritten only where the stored verifier
 // does not verify against the minted one, and nothing is written where nothing differs. It
 // answers what it found, the verdict, and what it did: made the role, adopted it, repaired it
-// (wrote something), or nothing; a refusal is the verdict's error, as it is. s is how the
+// (wrote something), or nothing; a refusal is the verdict's error, as it is. It adds to told
+// what it found (a membership it may not revoke) and an adoption, said once it is committed. s is how the
 // provider stands, taken once for the whole create: it decides and writes under it.
 func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, password string, told *facts) (f observed, v verdict, did ports.Act, err error) {
 	changed := false
@@ -46,6 +47,10 @@ func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definiti
 	})
 	if v.refusal != nil {
 		return f, v, ports.ActRefuse, err
+	}
+	if err == nil && v.act == ports.ActAdopt {
+		told.did(d.role, "%s: adopted the existing role %s, a plain login role the provider did not make: "+
+			"it now has the minted password and is managed like any other", d.role, d.role)
 	}
 	return f, v, actOf(v.act == ports.ActCreate, v.act == ports.ActAdopt, changed), err
 }

@@ -40,11 +40,12 @@ func (v voice) over(k sayKey) {
 
 // found is a fact of a consumer a step of an act found and answers as a value, for the act to
 // tell (voice.tell) once the step is done: one that holds as fact, said once in its line while it
-// does, or, with no line, one that no longer holds.
+// does; with no line, one that no longer holds; or, each, what the step did, said each time.
 type found struct {
 	key  sayKey
 	fact string
 	line string // "": it no longer holds
+	each bool   // said each time (an event, not a state): its key names only the consumer
 }
 
 // facts are the facts one act found, in the order it found them.
@@ -58,9 +59,18 @@ func (fs *facts) holds(k sayKey, fact, format string, args ...any) {
 // over adds that k no longer holds.
 func (fs *facts) over(k sayKey) { *fs = append(*fs, found{key: k}) }
 
+// did adds what a step did to the consumer, said (a warning) each time, in the line format says.
+func (fs *facts) did(consumer, format string, args ...any) {
+	*fs = append(*fs, found{key: sayKey{consumer: consumer}, line: fmt.Sprintf(format, args...), each: true})
+}
+
 // tell tells the facts fs, in their order, and empties fs.
 func (v voice) tell(fs *facts) {
 	for _, f := range *fs {
+		if f.each {
+			v.say(slog.LevelWarn, f.key.consumer, "%s", f.line)
+			continue
+		}
 		if f.line == "" {
 			v.over(f.key)
 			continue
