@@ -81,21 +81,28 @@ var kinds = [...]about{
 }
 
 // word is the change as a check says it.
-func (c change) word() string {
-	if int(c.kind) >= len(kinds) || kinds[c.kind].word == "" {
-		return "unknown"
-	}
-	return strings.Replace(kinds[c.kind].word, "%s", c.subject, 1)
-}
+func (c change) word() string { return c.say(c.kind.about().word, "unknown") }
 
 // barring is a change of the role's own standing (standingChanges) as what bars taking the
 // role over, in words that follow "it is" (unadoptable); a kind without words of its own bars it
 // by its word.
-func (c change) barring() string {
-	if int(c.kind) >= len(kinds) || kinds[c.kind].barring == "" {
-		return c.word()
+func (c change) barring() string { return c.say(c.kind.about().barring, c.word()) }
+
+// say is words with the change's subject in place of %s, or otherwise where there are none.
+func (c change) say(words, otherwise string) string {
+	if words == "" {
+		return otherwise
 	}
-	return strings.Replace(kinds[c.kind].barring, "%s", c.subject, 1)
+	return strings.Replace(words, "%s", c.subject, 1)
+}
+
+// about is what kinds says of k; nothing for a kind it does not list (no words, written
+// elsewhere).
+func (k kind) about() about {
+	if int(k) >= len(kinds) {
+		return about{}
+	}
+	return kinds[k]
 }
 
 // words are the changes as a check says them; nil where there are none.
@@ -140,12 +147,7 @@ const (
 )
 
 // writer is the statement that makes a change of kind k: each kind is made by one (kinds).
-func (k kind) writer() writer {
-	if int(k) >= len(kinds) {
-		return writtenElsewhere
-	}
-	return kinds[k].writer
-}
+func (k kind) writer() writer { return k.about().writer }
 
 // writes is whether a change of cs is made by w.
 func writes(cs []change, w writer) bool {
