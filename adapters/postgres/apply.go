@@ -31,7 +31,7 @@ func roleDDL(exists, takesSuper bool, role string, limit int, secret string) str
 // writeRole makes the role, or makes it again, as the definition d says, with its connection
 // limit and, where verifier is not empty, that password, as a provider of powers p. A
 // superuser (p.quiets) sends the verifier in
-// the statement, on a transaction quietSQL kept out of every log. A provider that is not one
+// the statement, on a transaction roleTxSQL kept out of every log. A provider that is not one
 // cannot quiet the server: it sends the verifier as a parameter of a function of its session's
 // own (pg_temp), so that the statement the server sees, logs at the ddl level and shows in
 // pg_stat_activity names no verifier, and an error inside it is raised again without the

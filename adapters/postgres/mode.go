@@ -56,7 +56,7 @@ type powers struct {
 	// password against it; without, it checks by logging in with the password (checkInside),
 	// on a pass that grants the login, and takes the others' as held until their turn.
 	readsVerifiers bool
-	// quiets: it turns the server's logging off for its own statements (quietSQL, a lock's
+	// quiets: it turns the server's logging off for its own statements (roleTxSQL, a lock's
 	// session), and sends a verifier in the statement; without, it sends the verifier as a
 	// parameter of a function of its session's own (writeRole), on a server found not to log it.
 	quiets bool

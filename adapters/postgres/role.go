@@ -28,7 +28,7 @@ import (
 func (b *Backend) ensureRole(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, password string, told *facts) (f observed, v verdict, did ports.Act, err error) {
 	changed := false
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, quietSQL(s.quiets)); err != nil {
+		if _, err := tx.Exec(ctx, roleTxSQL(s.quiets)); err != nil {
 			return atRole(d.role, err)
 		}
 		j, read, tried := judge(ctx, tx, d, s, &b.verified, password)
@@ -102,18 +102,21 @@ func actOf(made, adopted, changed bool) ports.Act {
 	return ports.ActNone
 }
 
-// quietSQL keeps the role's transaction, which may carry a verifier, out of the server's log
-// (statements, errors, samples), pg_stat_activity (and so deadlock reports) and
-// pg_stat_statements: local to the transaction (is_local true), and a statement of its own
-// before the one with the verifier, as the server reports a statement as it starts it.
-// pg_stat_statements' setting is a placeholder where the extension is not loaded. These are a
-// superuser's settings: a provider that is not one sets none, and sends the verifier as a
-// parameter instead (writeRole), on a server whose settings would not log it (quiet).
-func quietSQL(quiets bool) string {
+// roleTxSQL opens the role's transaction: its statements planned once (sqlPlanOnce), and
+// where the provider quiets the server (quiets), the transaction, which may carry a verifier,
+// kept out of the server's log (statements, errors, samples), pg_stat_activity (and so deadlock
+// reports) and pg_stat_statements: local to the transaction (is_local true), and a statement
+// of its own before the one with the verifier, as the server reports a statement as it starts
+// it. pg_stat_statements' setting is a placeholder where the extension is not loaded. These
+// are a superuser's settings: a provider that is not one sets none of them, and sends the
+// verifier as a parameter instead (writeRole), on a server whose settings would not log it
+// (quiet).
+func roleTxSQL(quiets bool) string {
 	if !quiets {
-		return "SELECT 1"
+		return sqlPlanOnce
 	}
-	return `SELECT set_config('log_statement', 'none', true),
+	return sqlPlanOnce + `,
+       set_config('log_statement', 'none', true),
        set_config('log_min_error_statement', 'panic', true),
        set_config('log_min_duration_statement', '-1', true),
        set_config('log_min_duration_sample', '-1', true),
