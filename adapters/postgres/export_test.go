@@ -48,6 +48,20 @@ func SetSizesFresh(d time.Duration) (restore func()) {
 	return func() { sizesFresh = was }
 }
 
+// OfferStamps is how many times b's creates read the stamp of what the server offers.
+func (b *Backend) OfferStamps() int {
+	b.ext.offered.mu.Lock()
+	defer b.ext.offered.mu.Unlock()
+	return b.ext.offered.stamps
+}
+
+// SetOfferClock sets the clock by which b's creates judge whether a stamp read still serves.
+func (b *Backend) SetOfferClock(now func() time.Time) {
+	b.ext.offered.mu.Lock()
+	defer b.ext.offered.mu.Unlock()
+	b.ext.offered.now = now
+}
+
 // OfferReads is how many times b's creates read all the server offers of every extension.
 func (b *Backend) OfferReads() int {
 	b.ext.offered.mu.Lock()

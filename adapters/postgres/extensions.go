@@ -155,7 +155,7 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // the create acts under.
 func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool, told *facts) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
-	offer.kept = &xp.offered
+	offer.kept, offer.named = &xp.offered, w.extensions
 	want, lacks, err := xp.extensionsToCreate(ctx, offer, w, told)
 	if err != nil || len(want) == 0 {
 		return false, lacks, err

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/matryer/is"
 
@@ -257,6 +259,36 @@ func TestCreatesReadWhatTheServerOffersOnceWhileItsListHolds(t *testing.T) {
 	third := provision(name("offer"), ext)
 	e.mustCreate(third)
 	is.Equal(e.versionOf(third.As, ext), "1.0") // the list changed: read again, and created
+}
+
+// A stamp read serves the creates that follow it for a second, where the kept read lists what
+// they name; after it, the stamp is read again; and an extension the kept read does not list
+// has it read at once: one installed meanwhile is created, not lacked.
+func TestAStampServesTheCreatesThatFollowItForASecond(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	var clock atomic.Int64 // nanoseconds, set by the test
+	clock.Store(time.Now().UnixNano())
+	e.b.SetOfferClock(func() time.Time { return time.Unix(0, clock.Load()) })
+	e.mustCreate(provision(name("stamp"), "pg_trgm"))
+	is.Equal(e.b.OfferStamps(), 1) // the first create reads the stamp
+	is.Equal(e.b.OfferReads(), 1)  // and all the server offers
+	second := provision(name("stamp"), "pg_trgm")
+	e.mustCreate(second)
+	is.Equal(e.b.OfferStamps(), 1) // the second, within the second, reads neither
+	is.Equal(e.b.OfferReads(), 1)
+	is.Equal(e.versionOf(second.As, "pg_trgm"), e.defaultVersion("pg_trgm")) // and creates from the kept read
+
+	clock.Add(int64(time.Second))
+	e.mustCreate(provision(name("stamp"), "pg_trgm"))
+	is.Equal(e.b.OfferStamps(), 2) // a second later, the stamp is read again
+
+	ext := "novox_stamp_" + run
+	e.srv.InstallExtension(e.t, oneVersion(ext))
+	fourth := provision(name("stamp"), ext)
+	e.mustCreate(fourth) // within the second of the last stamp, naming what the kept read lacks
+	is.Equal(e.b.OfferStamps(), 3)
+	is.Equal(e.versionOf(fourth.As, ext), "1.0") // read again, and created
 }
 
 // A version pinned that the kept read does not list, because the server gained it without its
