@@ -119,8 +119,7 @@ type look struct {
 
 // lookAt observes, for each consumer of wants that index names, what Create observes first,
 // tries its settings and reaches Create's verdict (decide), in one read-only transaction that
-// is rolled back, its readings planned once (sqlPlanOnce). Its looks are in the order of
-// wants; those index does not name are empty.
+// is rolled back. Its looks are in the order of wants; those index does not name are empty.
 func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
@@ -132,9 +131,6 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, sqlPlanOnce); err != nil { // each consumer's reading not planned anew
-		return nil, err
-	}
 	s := b.stance()
 	looks := make([]look, len(wants))
 	for _, i := range index {

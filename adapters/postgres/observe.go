@@ -181,7 +181,9 @@ func scanObserved(rows pgx.Rows) ([]observed, error) {
 // statement the session keeps prepared, is otherwise planned anew for every consumer by the
 // server's custom plans, which it never gives up for this query (1.3-2.3 ms of the server's
 // CPU each on PostgreSQL 15, more than running it takes; the generic plan takes 0.05 ms and
-// runs as fast). Create's role transaction and Foresee's reading open with it.
+// runs as fast). Create's role transaction opens with it. Foresee's reading does not: a plan
+// sends nothing that sets anything but its sessions' read-only mode (TestPlanNamesEveryAction-
+// AndChangesNothing), and a plan is run by hand, not at every pass.
 const sqlPlanOnce = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // observe reads one consumer, role and database ("" where only the role matters), in one
