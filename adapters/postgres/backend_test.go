@@ -358,12 +358,16 @@ func TestPasswordNeverReachesPgStatStatements(t *testing.T) {
 func TestConcurrentCreatesOfOneConsumer(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	other := e.backend(e.srv.URL) // a second provider on the same server
+	// Each create waits for the ones before it; on a loaded machine one create took more than
+	// the default lock timeout (5 s, a transient failure the loop retries), and this test is
+	// about the serialising, not that timeout: every wait here may last a minute.
+	cfg := postgres.Config{URL: e.srv.URL, LockTimeout: time.Minute, Timeout: 3 * time.Minute}
+	one, other := e.backendWith(cfg), e.backendWith(cfg) // two providers on the same server
 	p := provision(name("race"), "pg_trgm", "dblink")
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		b := e.b
+		b := one
 		if i%2 == 1 {
 			b = other
 		}
