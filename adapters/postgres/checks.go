@@ -78,7 +78,8 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	if len(index) == 0 {
 		return out
 	}
-	byLogin := b.ChecksByLogin() // one reading of the mode for the whole batch
+	s := b.stance() // one reading of the mode for the whole batch
+	byLogin := !s.readsVerifiers
 	seen, available, err := b.catalogWithin(ctx, each, !byLogin, roles, databases, named)
 	if err != nil {
 		for _, i := range index { // one cause for all
@@ -99,7 +100,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 			}
 			inside[k] = append(inside[k], x)
 		}
-		cs := define(wants[i], b.resource).changes(seen[k])
+		cs := define(wants[i], b.resource).changes(seen[k], s.powers)
 		if ps[i].SkipInside && len(inside[k]) > 0 { // what is inside taken as last found; the catalog's part still checked
 			if !seen[k].searchPath {
 				cs = append(cs, change{kind: searchPathUnset})

@@ -73,8 +73,8 @@ var kinds = [...]about{
 	closedToProvider: {word: "closed to the provider", writer: databaseWriter},
 	connectionsOff:   {word: "connections not allowed", writer: databaseWriter},
 	isTemplate:       {word: "a template", writer: databaseWriter},
-	settingSet:       {word: "setting %s"},
-	settingReset:     {word: "setting %s (reset)"},
+	settingSet:       {word: "setting %s", writer: settingWriter},
+	settingReset:     {word: "setting %s (reset)", writer: settingWriter},
 	searchPathUnset:  {word: "search_path setting"},
 	schemaUnsafe:     {word: "extensions schema"},
 	extensionMissing: {word: "extension %s missing"},
@@ -140,10 +140,11 @@ func (d definition) adoptionWords(cs []change) []string {
 type writer int
 
 const (
-	writtenElsewhere writer = iota // the record, the settings, the extensions: written by their own step
+	writtenElsewhere writer = iota // the record and the extensions: written by their own step
 	roleWriter                     // CREATE or ALTER ROLE, with the password where it is stale (writeRole)
 	membershipWriter               // every membership either way revoked (revokeMemberships)
 	databaseWriter                 // who may connect, connections allowed, no template (closeAndOpen)
+	settingWriter                  // ALTER ROLE ... IN DATABASE ... SET or RESET, one a setting (writeSettings)
 )
 
 // writer is the statement that makes a change of kind k: each kind is made by one (kinds).
@@ -166,9 +167,10 @@ func hasKind(cs []change, kinds ...kind) bool {
 	return false
 }
 
-// changes is how the consumer o differs from d, in the order a check says it; nil where it
-// does not. The extensions, inside the database, are compared apart (inDatabase).
-func (d definition) changes(o observed) []change {
+// changes is how the consumer o differs from d, for a provider of powers p, in the order a
+// check says it; nil where it does not: the one comparison a check, a plan and Create's
+// verdict make. The extensions, inside the database, are compared apart (inDatabase).
+func (d definition) changes(o observed, p powers) []change {
 	if !o.role {
 		return []change{{kind: roleMissing}}
 	}
@@ -176,8 +178,7 @@ func (d definition) changes(o observed) []change {
 	if !o.database {
 		return append(cs, change{kind: databaseMissing})
 	}
-	cs = append(cs, d.databaseChanges(o)...)
-	return append(cs, d.settingChanges(o.setconfig)...)
+	return append(cs, d.databaseChanges(o, p)...)
 }
 
 // roleChanges is how the role, which exists, differs from d: its record, its attributes and
@@ -226,9 +227,11 @@ func standingChanges(s observed) []change {
 	return cs
 }
 
-// databaseChanges is how the database, which exists, differs from d: its owner, who may
-// connect to it, and whether it accepts connections or is a template.
-func (d definition) databaseChanges(o observed) []change {
+// databaseChanges is how the database, which exists, differs from d, as a provider of powers
+// p makes it: its owner, who may connect to it, whether it accepts connections or is a
+// template, and the role's settings in it. A provider that is a superuser may always connect
+// and create, and keeps no grant of its own on it.
+func (d definition) databaseChanges(o observed, p powers) []change {
 	var cs []change
 	if o.owner != d.role {
 		cs = append(cs, change{kind: ownerDiffers})
@@ -236,7 +239,7 @@ func (d definition) databaseChanges(o observed) []change {
 	if len(o.open) > 0 {
 		cs = append(cs, change{kind: openToOthers})
 	}
-	if !o.provides {
+	if !o.provides && p.asMember {
 		cs = append(cs, change{kind: closedToProvider})
 	}
 	if !o.allowed {
@@ -245,7 +248,7 @@ func (d definition) databaseChanges(o observed) []change {
 	if o.template {
 		cs = append(cs, change{kind: isTemplate})
 	}
-	return cs
+	return append(cs, d.settingChanges(o.setconfig)...)
 }
 
 // settingChanges is how the role's settings in its database, as pg_db_role_setting holds them

@@ -16,7 +16,20 @@ func asMade(d definition) observed {
 func TestAConsumerAsMadeHasNoChanges(t *testing.T) {
 	is := is.New(t)
 	d := definition{role: "letta", database: "letta", limit: 5, resource: "postgres"}
-	is.Equal(d.changes(asMade(d)), nil) // nothing differs
+	is.Equal(d.changes(asMade(d), superuserPowers), nil) // nothing differs
+	is.Equal(d.changes(asMade(d), powersOf(ModeDelegated, 160000, "provider")), nil)
+}
+
+// TestASuperuserIsNeverClosedOut: a provider that is a superuser keeps no grant of its own on a
+// consumer's database, so a database it may not connect to by a grant is no drift of its;
+// one that acts through a membership must keep its CONNECT and CREATE there.
+func TestASuperuserIsNeverClosedOut(t *testing.T) {
+	is := is.New(t)
+	d := definition{role: "letta", database: "letta", limit: 5, resource: "postgres"}
+	o := asMade(d)
+	o.provides = false
+	is.Equal(d.changes(o, superuserPowers), nil)
+	is.Equal(d.changes(o, powersOf(ModeDelegated, 150000, "provider")), []change{{kind: closedToProvider}})
 }
 
 func TestEachDifferenceIsOneChangeInTheWordsACheckSays(t *testing.T) {
@@ -67,7 +80,8 @@ func TestEachDifferenceIsOneChangeInTheWordsACheckSays(t *testing.T) {
 			o := asMade(d)
 			o.setconfig = []string{"work_mem=on"}
 			tc.change(&o)
-			cs := d.changes(o)
+			// As a provider that keeps grants of its own on the database sees it.
+			cs := d.changes(o, powersOf(ModeDelegated, 160000, "provider"))
 			is.Equal(words(cs), tc.words) // the words a check says
 			kinds := make([]kind, len(cs))
 			for i, c := range cs {
@@ -106,7 +120,7 @@ func TestEachDriftCreateRepairsHasItsWriter(t *testing.T) {
 		memberOf: membershipWriter, grantedTo: membershipWriter,
 		openToOthers: databaseWriter, closedToProvider: databaseWriter, connectionsOff: databaseWriter, isTemplate: databaseWriter,
 		roleMissing: writtenElsewhere, notRecorded: writtenElsewhere, databaseMissing: writtenElsewhere, ownerDiffers: writtenElsewhere,
-		settingSet: writtenElsewhere, searchPathUnset: writtenElsewhere, extensionMissing: writtenElsewhere,
+		settingSet: settingWriter, settingReset: settingWriter, searchPathUnset: writtenElsewhere, extensionMissing: writtenElsewhere,
 	} {
 		is.Equal(k.writer(), w) // change{kind: k}.word() is made by the writer named
 	}

@@ -32,7 +32,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		if did = act; err != nil {
 			return err
 		}
-		f, made, err := b.ensureDatabase(ctx, conn, d, s, f, v.changes, &told)
+		f, cs, made, err := b.ensureDatabase(ctx, conn, d, s, f, v.changes, &told)
 		b.voice.tell(&told)
 		if err != nil {
 			return atDatabase(w.database, err)
@@ -50,7 +50,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 			}
 			return extErr
 		}
-		set, err := ensureSettings(ctx, conn, w, f.setconfig)
+		set, err := writeSettings(ctx, conn, d, cs)
 		if (made || added || set) && did == ports.ActNone {
 			did = ports.ActRepair
 		}

@@ -25,10 +25,11 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // which anyone allowed to create databases could copy (one made here, closed until then, had
 // nobody in it to end). f is what Create observed of the consumer before it wrote the role, cs
 // the verdict's changes and s the stance it was decided under; the database is read again,
-// and compared again, only where it is made. It answers the observation as it stands after
-// (the role's settings in it included), and whether it changed anything; it adds to told what
-// it did that the operator is told (sessions of others ended).
-func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, f observed, cs []change, told *facts) (_ observed, changed bool, err error) {
+// and compared again, only where it is made. It answers the observation as it stands after,
+// the changes as they stand after (the role's settings in the database among them: made
+// here, the database has none), and whether it changed anything; it adds to told what it did
+// that the operator is told (sessions of others ended).
+func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, f observed, cs []change, told *facts) (_ observed, _ []change, changed bool, err error) {
 	db, role := d.database, d.role
 	madeClosed := false // made here, closed: nobody else is in it to end
 	if !f.database {
@@ -38,34 +39,34 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 			err = nil // made by someone else since we looked; whose it is decides
 		}
 		if err != nil {
-			return f, false, err
+			return f, cs, false, err
 		}
 		changed = true
 		if f, err = observe(ctx, conn, s.powers, role, db, reading{}); err != nil {
-			return f, changed, err
+			return f, cs, changed, err
 		}
 		if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
-			return f, changed, err
+			return f, cs, changed, err
 		}
-		cs = d.databaseChangesAs(f, s)
+		cs = d.databaseChanges(f, s.powers)
 	}
 	if writes(cs, databaseWriter) {
 		changed = true
 		if err := asOwner(ctx, conn, role, s.asMember, func(tx pgx.Tx) error { return closeAndOpen(ctx, tx, db, b.self, f.open, cs) }); err != nil {
-			return f, changed, err
+			return f, cs, changed, err
 		}
 	}
 	if len(f.open) > 0 && !madeClosed {
 		ended, err := terminate(ctx, conn, othersIn, db, role)
 		if err != nil {
-			return f, changed, fmt.Errorf("end the sessions of others: %w", err)
+			return f, cs, changed, fmt.Errorf("end the sessions of others: %w", err)
 		}
 		if len(ended) > 0 {
 			told.did(role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
 				role, db, f.open, len(ended))
 		}
 	}
-	return f, changed, nil
+	return f, cs, changed, nil
 }
 
 // Clashes answers, for each of ps in their order, nil, or where its database is an earlier

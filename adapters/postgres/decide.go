@@ -8,15 +8,15 @@ package postgres
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/novox/postgres-provider/ports"
 )
 
 // stance is how the provider stands on the server, as far as a verdict, and the writing of
 // it, turn on it: its mode's powers, whether it takes over a plain role it did not make
-// (adopt), and its own role. A create, a withdrawal and a record's rewrite take it once (the
-// only readings of the mode but the checks' ChecksByLogin), and decide and write under it.
+// (adopt), and its own role. A create, a withdrawal, a record's rewrite and a check batch take
+// it once (the only readings of the mode but the loop's ChecksByLogin), and decide, compare and
+// write under it.
 type stance struct {
 	powers
 	adopt Adopt
@@ -33,9 +33,9 @@ type verdict struct {
 	act     ports.Act
 	had     record // the provider's record on the role, where it holds one
 	refusal error
-	// changes are what Create changes of the role and of its database where they exist, as
-	// the provider's mode has it make them (databaseChanges); the record, the settings and the
-	// extensions are their own steps'.
+	// changes are how the consumer differs from its definition (definition.changes, the check's
+	// own comparison), as the provider's mode has it make them: what Create writes of its role,
+	// its database and its settings there. The record and the extensions are their own steps'.
 	changes []change
 }
 
@@ -70,25 +70,8 @@ func (d definition) decide(o observed, s stance, vet error) verdict {
 	if err := d.handedOver(o); err != nil {
 		return refuse(atDatabase(d.database, err))
 	}
-	if o.role {
-		v.changes = d.roleChanges(o)
-	}
-	v.changes = append(v.changes, d.databaseChangesAs(o, s)...)
+	v.changes = d.changes(o, s.powers)
 	return v
-}
-
-// databaseChangesAs is how the database, where it exists, differs from d, as a provider
-// standing as s makes it: one that is a superuser may always connect and create, and keeps no
-// grant of its own on it.
-func (d definition) databaseChangesAs(o observed, s stance) []change {
-	if !o.database {
-		return nil
-	}
-	cs := d.databaseChanges(o)
-	if !s.asMember {
-		cs = slices.DeleteFunc(cs, func(c change) bool { return c.kind == closedToProvider })
-	}
-	return cs
 }
 
 // claim is the verdict on a role that exists: the provider's (its record, on this very role,

@@ -196,7 +196,7 @@ var settingName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 // CheckAllowSetting refuses a name --allow-settings may never hold: one that is not a
 // parameter's name, one the provider sets itself (search_path), or one that loads code, reaches
 // the server's log or files, or changes who a session is (session_preload_libraries, log_*,
-// role, ...). The server is asked the rest when a consumer names it (ensureSettings).
+// role, ...). The server is asked the rest when a consumer names it (writeSettings).
 func CheckAllowSetting(name string) error {
 	if !settingName.MatchString(name) {
 		return fmt.Errorf("setting %q: not a parameter's name (lower-case letters, digits and _)", name)

@@ -120,16 +120,17 @@ func settingRefused(name string, err error) error {
 	return fmt.Errorf("set %s: %w", name, err)
 }
 
-// ensureSettings sets w's settings (vetted first: vetSettings) for its role in its database
-// where they differ from have (the role's settings there, as Create observed them), and
-// answers whether it changed one.
-func ensureSettings(ctx context.Context, conn *pgxpool.Conn, w wanted, have []string) (changed bool, err error) {
-	for _, s := range w.settings {
-		if _, differs := s.change(have); !differs {
+// writeSettings sets, or resets, for d's role in its database each of d's settings (vetted
+// first: vetSettings) that a change of cs, the verdict's, says differs (settingWriter), in
+// their order, and answers whether it changed one.
+func writeSettings(ctx context.Context, conn *pgxpool.Conn, d definition, cs []change) (changed bool, err error) {
+	for _, c := range cs {
+		at := slices.IndexFunc(d.settings, func(s setting) bool { return s.name == c.subject })
+		if c.kind.writer() != settingWriter || at < 0 {
 			continue
 		}
-		if _, err := conn.Exec(ctx, settingSQL(w.role, w.database, s)); err != nil {
-			return changed, settingRefused(s.name, err)
+		if _, err := conn.Exec(ctx, settingSQL(d.role, d.database, d.settings[at])); err != nil {
+			return changed, settingRefused(c.subject, err)
 		}
 		changed = true
 	}
