@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/novox/postgres-provider/ports"
@@ -232,9 +231,10 @@ func boundedEach(n, limit int, fn func(int)) {
 // inDatabase is what the check finds inside the consumer's database: the provider's schema
 // (owned by a superuser, the consumer's role may use it and nobody else create in it), each of
 // names installed and at which version against the one wanted (the pin, else the server's
-// default), and the extensions kept that it no longer names; asked in one round trip on a
-// read-only connection of its own in the slot release gives back, and where a version differs,
-// completed with what the server offers of it, read once for the batch.
+// default), and the extensions kept that it no longer names; read as a create reads it
+// (readInside), in one round trip on a read-only connection of its own in the slot release
+// gives back, and where a version differs, completed with what the server offers of it, read
+// once for the batch.
 func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batch *insideBatch, release func()) (checked, error) {
 	var h checked
 	conn, err := b.conns.openIn(ctx, w.database, true, release)
@@ -246,35 +246,17 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batc
 	for i, x := range names {
 		wants[i] = w.want(x, batch.available[x])
 	}
-	queued := &pgx.Batch{}
-	queued.Queue("SELECT "+sqlSchema+sqlSchemaFrom, extensionSchema, w.role)
-	queued.Queue(sqlInstalled, names, wants)
-	queued.Queue(sqlKept, w.extensions)
-	results := conn.SendBatch(ctx, queued)
-	defer results.Close()
-	var schema schemaSeen
-	var kept []string
-	if err := results.QueryRow().Scan(&schema.owner, &schema.ownerFit, &schema.closed, &schema.asWritten); err != nil {
-		return h, err
-	}
-	rows, err := results.Query()
+	in, err := readInside(ctx, conn.Conn, w.role, insideAsks{names: names, wants: wants, kept: true, named: w.extensions}, batch.offer)
 	if err != nil {
 		return h, err
 	}
-	seen, err := scanInstalled(ctx, rows, batch.offer)
-	if err != nil {
-		return h, err
-	}
-	if err := results.QueryRow().Scan(&kept); err != nil {
-		return h, err
-	}
-	if !schema.safe() {
+	if !in.schema.safe() {
 		h.changes = append(h.changes, change{kind: schemaUnsafe})
 	}
 	var missing []change
-	missing, h.Updates, h.Has = b.ext.versionsHeld(w.role, seen)
+	missing, h.Updates, h.Has = b.ext.versionsHeld(w.role, in.named)
 	h.changes = append(h.changes, missing...)
-	for _, x := range kept {
+	for _, x := range in.kept {
 		h.Kept = append(h.Kept, "extension "+x+" kept: no longer named, never dropped")
 	}
 	return h, nil

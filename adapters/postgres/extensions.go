@@ -152,7 +152,9 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // than wanted is updated only where its key is among updates (the loop stages them), and where
 // the update fails, the error is a *ports.UpdateFailed, after the rest was done. searchPath is
 // whether Create found the role's search path there already the provider's; p are the powers
-// the create acts under.
+// the create acts under. What is inside the database is read once, before anything is made
+// there, as a check reads it (readInside); only a create that made others (CASCADE) reads
+// where they went.
 func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool, told *facts) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept, offer.named = &xp.offered, w.extensions
@@ -165,18 +167,26 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	installed, err := xp.ensureSchema(ctx, db.Conn, w.role, p.schemaOwner)
+	var asks insideAsks // the versions installed, only where updates are staged: nothing else weighs them
+	for _, x := range want {
+		if len(updates) > 0 {
+			asks.names, asks.wants = append(asks.names, x.name), append(asks.wants, w.want(x.name, x.version))
+		}
+	}
+	seen, err := readInside(ctx, db.Conn, w.role, asks, offer)
+	if err == nil {
+		err = ensureSchema(ctx, db.Conn, w.role, seen.schema, p.schemaOwner)
+	}
 	if err != nil {
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
-	var update []string
-	defaults := map[string]string{}
+	installed := seen.present
+	update := false                                    // whether one named was installed before: an update's to weigh
 	present := make(map[string]string, len(installed)) // what is installed as each create leaves it (requiredIn)
 	maps.Copy(present, installed)
 	for _, x := range want {
-		defaults[x.name] = x.version
 		if in, ok := installed[x.name]; ok {
-			update = append(update, x.name)
+			update = true
 			if in == "public" {
 				told.holds(sayKey{w.role, extensionInPublic, x.name}, "public", "%s: extension %s is "+
 					"installed in schema public of %s, where the consumer can write; it stays there (drop it to have it "+
@@ -201,12 +211,8 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		changed = changed || made
 	}
 	var failed error
-	if len(update) > 0 && len(updates) > 0 {
-		seen, err := observeExtensions(ctx, db.Conn, w, update, defaults, offer)
-		if err != nil {
-			return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
-		}
-		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen, updates, p.refusable, told)
+	if update && len(updates) > 0 { // as read before the creates: what they made was not there to update
+		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen.named, updates, p.refusable, told)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
 			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
@@ -285,37 +291,6 @@ func extensionSQL(all map[string]offered, present map[string]string, x extension
 		"run as a superuser where the consumer may have planted objects, so it is not created", x.schema))
 }
 
-// readInstalled reads the extensions installed in the connected database into present, by
-// name, with their schemas.
-func readInstalled(ctx context.Context, db *pgx.Conn, present map[string]string) error {
-	var names, schemas []string
-	if err := db.QueryRow(ctx, "SELECT "+sqlInstalledNames+", "+sqlInstalledSchemas).Scan(&names, &schemas); err != nil {
-		return err
-	}
-	maps.Copy(present, byName(names, schemas))
-	return nil
-}
-
-// sqlInstalledNames and sqlInstalledSchemas list the extensions installed in the connected
-// database and their schemas, in one order: the one shape every read of them takes (byName).
-const (
-	sqlInstalledNames   = `ARRAY(SELECT ie.extname::text FROM pg_catalog.pg_extension ie ORDER BY ie.oid)`
-	sqlInstalledSchemas = `ARRAY(SELECT isn.nspname::text FROM pg_catalog.pg_extension ie JOIN pg_catalog.pg_namespace isn ON isn.oid = ie.extnamespace ORDER BY ie.oid)`
-)
-
-// byName is the installed extensions' schemas by their names, as sqlInstalledNames and
-// sqlInstalledSchemas list them; nil where they list none, or not alike.
-func byName(names, schemas []string) map[string]string {
-	if len(names) != len(schemas) || len(names) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(names))
-	for i, name := range names {
-		m[name] = schemas[i]
-	}
-	return m
-}
-
 // offers is whether the server has version of the extension name (as offer read it), adding to
 // told, to be said once, where it has not: the pin is refused for that extension, the others
 // go on.
@@ -341,18 +316,11 @@ func offers(ctx context.Context, offer *offerings, role, name, version string, t
 // there is the provider's (a superuser's, or where the provider is not a superuser, its own
 // role's): a schema of that name the consumer made first is its own to create objects in, and
 // is refused. The consumer's role may use it, and nobody but its owner create in it: its
-// privileges are written only where they are not so already. It answers the extensions
-// installed there, by name, with their schemas, read in the same statement. mustOwn is who
-// must own the schema, in a refusal's words (powers.schemaOwner).
-func (xp *extensionPath) ensureSchema(ctx context.Context, db *pgx.Conn, role, mustOwn string) (installed map[string]string, err error) {
-	var s schemaSeen
-	var names, schemas []string
-	err = db.QueryRow(ctx, sqlSchemaAndInstalled, extensionSchema, role).Scan(&s.owner, &s.ownerFit, &s.closed, &s.asWritten, &names, &schemas)
-	switch {
-	case err != nil:
-		return nil, err
-	case s.ownedByAnother():
-		return nil, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
+// privileges are written only where they are not so already. s is the schema as readInside
+// found it; mustOwn is who must own it, in a refusal's words (powers.schemaOwner).
+func ensureSchema(ctx context.Context, db *pgx.Conn, role string, s schemaSeen, mustOwn string) error {
+	if s.ownedByAnother() {
+		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
 			"others may create objects", extensionSchema, *s.owner, mustOwn))
 	}
 	if s.toWrite() {
@@ -363,58 +331,11 @@ func (xp *extensionPath) ensureSchema(ctx context.Context, db *pgx.Conn, role, m
 		if _, err := db.Exec(ctx, create+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
 			"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
 			"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role)); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return byName(names, schemas), nil
+	return nil
 }
-
-// schemaSeen is the provider's schema in a consumer's database as one read of it finds it
-// (sqlSchema): the one definition of whether it is fit to hold extensions, which the check
-// (safe) and the create (ownedByAnother, toWrite) both judge by.
-type schemaSeen struct {
-	owner *string // its owner; nil where there is no such schema
-	// ownerFit: its owner is a superuser or the provider's role; closed: the consumer's role
-	// may use it, and neither that role nor PUBLIC may create in it, by any grant, memberships
-	// included; asWritten: its privileges are exactly what the create writes (nothing to
-	// PUBLIC, CREATE to no grant of the role's, USAGE granted the role by the owner), so that
-	// writing them again would change nothing.
-	ownerFit, closed, asWritten bool
-}
-
-// safe is whether extensions may stand in the schema: it is there, its owner fits, and the
-// consumer cannot create in it. A check finds it drifted (schemaUnsafe) otherwise.
-func (s schemaSeen) safe() bool { return s.owner != nil && s.ownerFit && s.closed }
-
-// ownedByAnother is whether the schema is there and owned by a role that does not fit (one the
-// consumer may have made it as, to plant objects in it): a create refuses it.
-func (s schemaSeen) ownedByAnother() bool { return s.owner != nil && !s.ownerFit }
-
-// toWrite is whether a create makes the schema, or writes its privileges again.
-func (s schemaSeen) toWrite() bool { return s.owner == nil || !s.asWritten }
-
-// sqlSchema is what schemaSeen holds, in its order, of the schema $1 in the connected database
-// and the consumer's role $2, from sqlSchemaFrom.
-const sqlSchema = `pg_catalog.pg_get_userbyid(n.nspowner), coalesce(r.rolsuper OR r.rolname = current_user, false),
-  coalesce(pg_catalog.has_schema_privilege($2, n.oid, 'USAGE')
-    AND NOT pg_catalog.has_schema_privilege($2, n.oid, 'CREATE')
-    AND NOT pg_catalog.has_schema_privilege('public', n.oid, 'CREATE'), false),
-  coalesce(NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
-      WHERE a.grantee = 0 OR a.grantee = c.oid AND a.privilege_type = 'CREATE')
-    AND EXISTS (SELECT 1 FROM pg_catalog.aclexplode(n.nspacl) a
-      WHERE a.grantee = c.oid AND a.grantor = n.nspowner AND a.privilege_type = 'USAGE'), false)`
-
-// sqlSchemaFrom is the row sqlSchema is read from: one, whether or not the schema exists.
-const sqlSchemaFrom = `
-FROM (SELECT 1) one
-LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = $1
-LEFT JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
-LEFT JOIN pg_catalog.pg_roles c ON c.rolname = $2`
-
-// sqlSchemaAndInstalled is the schema as sqlSchema reads it and the extensions installed, with
-// their schemas, in one order: what a create reads before it makes any.
-const sqlSchemaAndInstalled = `SELECT ` + sqlSchema + `,
-  ` + sqlInstalledNames + `, ` + sqlInstalledSchemas + sqlSchemaFrom
 
 // ensureSearchPath sets the consumer's role's search_path in its database, where it is not
 // already what the provider sets (has, as Create observed it), and answers whether it did.

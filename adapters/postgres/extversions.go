@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,95 +77,6 @@ func (x installed) change() (u ports.Update, due bool) {
 	return u, true
 }
 
-// sqlInstalled asks, in a consumer's database, the installed version of each extension of $1
-// against the version of $2 wanted, and only where they differ, the schemas an update's script
-// would search there: the extension's own and those of the extensions it requires, of which
-// this database has each installed extension and its schema. What the server offers of it
-// (its versions, update paths, what each version requires) is the same in every database and
-// read once a batch (offerings).
-const sqlInstalled = `SELECT w.name, w.want, coalesce(e.extversion::text, ''),
-  CASE WHEN e.extversion <> w.want THEN ARRAY(SELECT n.nspname::text FROM pg_catalog.pg_extension r
-       JOIN pg_catalog.pg_namespace n ON n.oid = r.extnamespace
-       WHERE r.oid = e.oid
-          OR r.oid IN (SELECT d.refobjid FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_extension'::regclass
-                       AND d.objid = e.oid AND d.refclassid = 'pg_catalog.pg_extension'::regclass)) END,
-  CASE WHEN e.extversion <> w.want THEN ` + sqlInstalledNames + ` END,
-  CASE WHEN e.extversion <> w.want THEN ` + sqlInstalledSchemas + ` END
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (name, want, i)
-LEFT JOIN pg_catalog.pg_extension e ON e.extname = w.name
-ORDER BY w.i`
-
-// seenInstalled is one row of sqlInstalled: the extension as installed, and where its version
-// is not the one wanted, the schemas its update's script would search: its own and its
-// dependencies' (own), and each installed extension's (schemas, by name).
-type seenInstalled struct {
-	installed
-	own     []string
-	schemas map[string]string
-}
-
-// against completes what was observed of x with what the server offers of it (o): whether it
-// has the version wanted and the versions it has, the update paths either way, and the
-// schemas, other than the catalog and the provider's, that an update's script would search.
-// It is pure: table tests.
-func (s seenInstalled) against(o offered) installed {
-	x := s.installed
-	if x.version == x.want {
-		return x
-	}
-	x.known, x.offer = slices.Contains(o.versions, x.want), strings.Join(o.versions, ", ")
-	if x.version == "" {
-		return x
-	}
-	x.path, x.back = o.paths[[2]string{x.version, x.want}], o.paths[[2]string{x.want, x.version}]
-	searched := slices.Clone(s.own)
-	for _, r := range o.requires[x.want] {
-		if schema, ok := s.schemas[r]; ok {
-			searched = append(searched, schema)
-		}
-	}
-	slices.Sort(searched)
-	searched = slices.DeleteFunc(slices.Compact(searched), func(n string) bool { return n == "pg_catalog" || n == extensionSchema })
-	x.unsafe = strings.Join(searched, ", ")
-	return x
-}
-
-// sqlKept lists the extensions of a consumer's database that it does not name ($1), that no
-// other extension depends on, and that are not PostgreSQL's own (plpgsql).
-const sqlKept = `SELECT coalesce(array_agg(x.extname::text ORDER BY x.extname), '{}') FROM pg_catalog.pg_extension x
-WHERE x.extname <> 'plpgsql' AND NOT x.extname = ANY(coalesce($1::text[], '{}'))
-  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass
-                  AND d.refobjid = x.oid AND d.classid = 'pg_catalog.pg_extension'::regclass)`
-
-// scanInstalled reads sqlInstalled's rows, and completes each whose version is not the one
-// wanted with what the server offers of it (offer).
-func scanInstalled(ctx context.Context, rows pgx.Rows, offer *offerings) ([]installed, error) {
-	var seen []seenInstalled
-	var x installed
-	var own, names, schemas []string
-	_, err := pgx.ForEachRow(rows, []any{&x.name, &x.want, &x.version, &own, &names, &schemas}, func() error {
-		seen = append(seen, seenInstalled{installed: x, own: own, schemas: byName(names, schemas)})
-		own, names, schemas = nil, nil, nil
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]installed, len(seen))
-	for i, s := range seen {
-		if s.version == s.want {
-			out[i] = s.installed
-			continue
-		}
-		o, err := offer.of(ctx, s.name)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = s.against(o)
-	}
-	return out, nil
-}
-
 // versionsHeld turns what a check observed into the Holding's parts: the extensions missing
 // (drift), the updates due, and the keys of those held at the wanted version. A refusal the
 // server gave when an update was tried (delegated) is the update's.
@@ -227,20 +137,6 @@ func (xp *extensionPath) updateExtensions(ctx context.Context, db *pgx.Conn, rol
 		updated = true
 	}
 	return updated, failed
-}
-
-// observeExtensions reads sqlInstalled for w's extensions in the connected database, wanted at
-// the pinned or the server's default version (defaults).
-func observeExtensions(ctx context.Context, db *pgx.Conn, w wanted, names []string, defaults map[string]string, offer *offerings) ([]installed, error) {
-	wants := make([]string, len(names))
-	for i, x := range names {
-		wants[i] = w.want(x, defaults[x])
-	}
-	rows, err := db.Query(ctx, sqlInstalled, names, wants)
-	if err != nil {
-		return nil, err
-	}
-	return scanInstalled(ctx, rows, offer)
 }
 
 // offered is what the server offers of one extension, alike in every database (its control
