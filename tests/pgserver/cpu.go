@@ -3,6 +3,7 @@ package pgserver
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,35 @@ func CPU(pm int) (time.Duration, error) {
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }
+
+// SessionsCPU is the CPU time the sessions of the server of postmaster pm have used so far: the
+// postmaster's own (it forks them), its exited children's (cutime, cstime: sessions ended, and
+// any worker that ended) and its live client backends', from /proc; not its background
+// processes' (the checkpointer, the writers, the launchers), whose work no client ordered
+// and whose checkpoints fall into one window or the next.
+func SessionsCPU(pm int) (time.Duration, error) {
+	fields, err := statFields(pm)
+	if err != nil {
+		return 0, err
+	}
+	ticks := sumFields(fields, 11, 12, 13, 14) // utime stime cutime cstime
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
+	for _, c := range strings.Fields(string(raw)) {
+		pid, _ := strconv.Atoi(c)
+		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if !clientBackend.Match(title) {
+			continue
+		}
+		if f, err := statFields(pid); err == nil {
+			ticks += sumFields(f, 11, 12)
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+// clientBackend matches the process title of a client's session: its host and port, or
+// [local] ("postgres: user db 127.0.0.1(5432) idle"); a background process names itself.
+var clientBackend = regexp.MustCompile(`\(\d+\)|\[local\]`)
 
 // statFields is /proc/pid/stat's fields after the command's name: [0] is the state, [1] the
 // parent, [11] utime, [19] the start time.

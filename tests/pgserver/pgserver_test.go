@@ -293,3 +293,55 @@ func TestAnExtensionsControlFilesAreInstalledLastAndWhole(t *testing.T) {
 	written, err = place(filepath.Join(dir, "missing", "x.control"), nil, 0o644)
 	is.True(!written && err != nil) // a folder that cannot be written is told apart
 }
+
+// TestSessionsCPUCountsTheSessionsNotTheBackground: a session's work is counted while it is
+// live and once it has ended; the checkpointer's title is no session's, a session's is.
+func TestSessionsCPUCountsTheSessionsNotTheBackground(t *testing.T) {
+	is := is.New(t)
+	if !Available() {
+		t.Skip("no server binaries on this machine")
+	}
+	s, err := Start(Options{})
+	is.NoErr(err)
+	defer s.Stop()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.URL)
+	is.NoErr(err)
+	var backend int
+	is.NoErr(conn.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&backend))
+	pm, err := Postmaster(backend)
+	is.NoErr(err)
+	title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", backend))
+	is.NoErr(err)
+	is.True(clientBackend.Match(title)) // a session's title: its host and port
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
+	is.NoErr(err)
+	background := 0
+	for _, c := range strings.Fields(string(children)) {
+		title, _ := os.ReadFile("/proc/" + c + "/cmdline")
+		if strings.Contains(string(title), "checkpointer") {
+			background++
+			is.True(!clientBackend.Match(title)) // the checkpointer is no session
+		}
+	}
+	is.Equal(background, 1)
+
+	before, err := SessionsCPU(pm)
+	is.NoErr(err)
+	_, err = conn.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 7 = 0")
+	is.NoErr(err)
+	live, err := SessionsCPU(pm)
+	is.NoErr(err)
+	is.True(live-before >= 100*time.Millisecond) // the live session's work
+	is.NoErr(conn.Close(ctx))
+	eventually(t, "the session's backend to end", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", backend))
+		return err != nil
+	})
+	ended, err := SessionsCPU(pm)
+	is.NoErr(err)
+	is.True(ended >= live) // its work stays counted once it has ended (the postmaster's cutime)
+	all, err := CPU(pm)
+	is.NoErr(err)
+	is.True(ended <= all) // never more than the whole server's
+}
