@@ -170,11 +170,19 @@ func closeAndOpen(ctx context.Context, tx pgx.Tx, db, self string, open []string
 	return nil
 }
 
-// settingSQL is the statement that gives role the setting s in db, or resets it there where s
-// names no value.
-func settingSQL(role, db string, s setting) string {
-	if s.value == nil {
-		return "ALTER ROLE " + ident(role) + " IN DATABASE " + ident(db) + " RESET " + ident(s.name)
-	}
-	return "ALTER ROLE " + ident(role) + " IN DATABASE " + ident(db) + " SET " + ident(s.name) + " = " + settingLiteral(*s.value)
+// asOwner runs fn in a transaction of conn acting as role, the owner of a consumer's database,
+// where the provider acts through a membership (asMember, a provider that is not a superuser):
+// only the owner may revoke PUBLIC's rights on it, open it, or drop what the role owns. A
+// superuser runs fn as itself.
+func asOwner(ctx context.Context, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, role string, asMember bool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if asMember {
+			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ident(role)); err != nil {
+				return fmt.Errorf("act as the owner %s: %w", role, err)
+			}
+		}
+		return fn(tx)
+	})
 }

@@ -1,15 +1,12 @@
 // The provider's mode, read from the server: superuser, or delegated (CREATEROLE and CREATEDB),
-// and what acting as a database's owner takes in that mode.
+// and the powers each gives.
 
 package postgres
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -163,21 +160,4 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 		b.voice.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.reach.server, mode)
 	}
 	return nil
-}
-
-// asOwner runs fn in a transaction of conn acting as role, the owner of a consumer's database,
-// where the provider acts through a membership (asMember, a provider that is not a superuser):
-// only the owner may revoke PUBLIC's rights on it, open it, or drop what the role owns. A
-// superuser runs fn as itself.
-func asOwner(ctx context.Context, conn interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, role string, asMember bool, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if asMember {
-			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+ident(role)); err != nil {
-				return fmt.Errorf("act as the owner %s: %w", role, err)
-			}
-		}
-		return fn(tx)
-	})
 }

@@ -136,3 +136,12 @@ func writeSettings(ctx context.Context, conn *pgxpool.Conn, d definition, cs []c
 	}
 	return changed, nil
 }
+
+// settingSQL is the statement that gives role the setting s in db, or resets it there where s
+// names no value.
+func settingSQL(role, db string, s setting) string {
+	if s.value == nil {
+		return "ALTER ROLE " + ident(role) + " IN DATABASE " + ident(db) + " RESET " + ident(s.name)
+	}
+	return "ALTER ROLE " + ident(role) + " IN DATABASE " + ident(db) + " SET " + ident(s.name) + " = " + settingLiteral(*s.value)
+}
