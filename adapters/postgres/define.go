@@ -3,8 +3,6 @@
 
 package postgres
 
-import "slices"
-
 // definition is a consumer as the provider makes it: a role (LOGIN, no attributes, valid for
 // ever, a member of no role and no role a member of it, standing.go) with the minted password
 // and its connection limit, recorded as this provider's and active; a database it owns, that
@@ -22,20 +20,4 @@ type definition struct {
 func define(w wanted, resource string) definition {
 	return definition{role: w.role, database: w.database, limit: w.limit, settings: w.settings,
 		resource: resource, derived: w.derived}
-}
-
-// record is the record the role carries once Create has run, where had is the record it
-// carried and owns the databases the role owns: the databases the provider made for the consumer before
-// (and that the role still owns) stay in it beside the one asked for now, so that a drop
-// takes them all.
-func (d definition) record(had record, owns []string) record {
-	databases := []string{d.database}
-	for _, db := range had.databases(d.role) {
-		if slices.Contains(owns, db) && !slices.Contains(databases, db) {
-			databases = append(databases, db)
-		}
-	}
-	slices.Sort(databases)
-	return record{V: recordVersion, Login: d.role, Resource: d.resource, Database: d.database, Databases: databases,
-		Derived: d.derived, State: active}
 }

@@ -244,3 +244,19 @@ func sameRecord(a, b record) bool {
 		slices.Equal(a.Databases, b.Databases) && a.State == b.State && a.Since == nil && b.Since == nil &&
 		(len(a.Derived) == 0 && len(b.Derived) == 0 || reflect.DeepEqual(a.Derived, b.Derived))
 }
+
+// record is the record the role carries once Create has run, where had is the record it
+// carried and owns the databases the role owns: the databases the provider made for the consumer before
+// (and that the role still owns) stay in it beside the one asked for now, so that a drop
+// takes them all.
+func (d definition) record(had record, owns []string) record {
+	databases := []string{d.database}
+	for _, db := range had.databases(d.role) {
+		if slices.Contains(owns, db) && !slices.Contains(databases, db) {
+			databases = append(databases, db)
+		}
+	}
+	slices.Sort(databases)
+	return record{V: recordVersion, Login: d.role, Resource: d.resource, Database: d.database, Databases: databases,
+		Derived: d.derived, State: active}
+}
