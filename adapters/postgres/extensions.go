@@ -92,17 +92,26 @@ const (
 // lack is the words of the extension name lacked for why.
 func lack(name, why string) string { return "extension " + name + ": " + why }
 
-// lacking is why the provider does not make the extension name for role, "" where it does:
-// not allowed here, not available on this server (available says whether it is), or refused
-// by the server when it was last created.
-func (xp *extensionPath) lacking(role, name string, available bool) string {
-	why, refused := xp.refusedExt.Load(role + "/" + name)
+// barred is why no consumer has the extension name made here, "" where one may: not allowed
+// here (--allow-extensions), or not available on this server (available says whether it is).
+// A create skips it, saying so, and a check does not look for it.
+func (xp *extensionPath) barred(name string, available bool) string {
 	switch {
 	case !xp.allows(name):
 		return lackNotAllowed
 	case !available:
 		return lackNotAvailable
-	case refused:
+	}
+	return ""
+}
+
+// lacking is why the provider does not make the extension name for role, "" where it does:
+// barred, or refused by the server when it was last created.
+func (xp *extensionPath) lacking(role, name string, available bool) string {
+	if why := xp.barred(name, available); why != "" {
+		return why
+	}
+	if why, refused := xp.refusedExt.Load(role + "/" + name); refused {
 		return lackRefused + " (" + why.(string) + ")"
 	}
 	return ""
@@ -110,8 +119,7 @@ func (xp *extensionPath) lacking(role, name string, available bool) string {
 
 // extensionsToCreate answers which of w's extensions are to be created, and what w lacks (in
 // Holding.Lacks' words), and adds to told, to be said once per consumer and extension until
-// that changes, those that are not: not allowed here (--allow-extensions), or not available on
-// this server (as offer has it).
+// that changes, those that are not: barred (as offer has what is available).
 func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offerings, w wanted, told *facts) ([]extension, []string, error) {
 	if len(w.extensions) == 0 {
 		return nil, nil, nil
@@ -125,19 +133,13 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 	for _, name := range w.extensions {
 		key := sayKey{w.role, extensionSkipped, name}
 		o, available := all[name]
-		switch {
-		case !xp.allows(name):
-			lacks = append(lacks, lack(name, lackNotAllowed))
-			told.holds(key, "refused",
-				"%s: extension %s is not allowed on this server (--allow-extensions); skipped", w.role, name)
-		case !available:
-			lacks = append(lacks, lack(name, lackNotAvailable))
-			told.holds(key, "unavailable",
-				"%s: extension %s is not available on this server; skipped", w.role, name)
-		default:
-			told.over(key)
-			out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
+		if why := xp.barred(name, available); why != "" {
+			lacks = append(lacks, lack(name, why))
+			told.holds(key, why, "%s: extension %s is %s; skipped", w.role, name, why)
+			continue
 		}
+		told.over(key)
+		out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
 	}
 	return out, lacks, nil
 }
