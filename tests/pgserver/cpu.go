@@ -41,9 +41,10 @@ func CPU(pm int) (time.Duration, error) {
 
 // SessionsCPU is the CPU time the sessions of the server of postmaster pm have used so far: the
 // postmaster's own (it forks them), its exited children's (cutime, cstime: sessions ended, and
-// any worker that ended) and its live client backends', from /proc; not its background
-// processes' (the checkpointer, the writers, the launchers), whose work no client ordered
-// and whose checkpoints fall into one window or the next.
+// any worker that ended), its live client backends' and those ended but not yet waited for
+// (their time moves to cutime when they are), from /proc; not its background processes' (the
+// checkpointer, the writers, the launchers), whose work no client ordered and whose
+// checkpoints fall into one window or the next.
 func SessionsCPU(pm int) (time.Duration, error) {
 	fields, err := statFields(pm)
 	if err != nil {
@@ -54,8 +55,8 @@ func SessionsCPU(pm int) (time.Duration, error) {
 	for _, c := range strings.Fields(string(raw)) {
 		pid, _ := strconv.Atoi(c)
 		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if !clientBackend.Match(title) {
-			continue
+		if len(title) > 0 && !clientBackend.Match(title) {
+			continue // a background process; an ended session not yet waited for has no title
 		}
 		if f, err := statFields(pid); err == nil {
 			ticks += sumFields(f, 11, 12)
