@@ -24,19 +24,7 @@ func Postmaster(backend int) (int, error) {
 // exited children's (those it has waited for: cutime, cstime) and its live children's, from
 // /proc; the server's, whatever its sessions did.
 func CPU(pm int) (time.Duration, error) {
-	fields, err := statFields(pm)
-	if err != nil {
-		return 0, err
-	}
-	ticks := sumFields(fields, 11, 12, 13, 14) // utime stime cutime cstime
-	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
-	for _, c := range strings.Fields(string(raw)) {
-		pid, _ := strconv.Atoi(c)
-		if f, err := statFields(pid); err == nil {
-			ticks += sumFields(f, 11, 12)
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
+	return cpuOf(pm, func(int) bool { return true })
 }
 
 // SessionsCPU is the CPU time the sessions of the server of postmaster pm have used so far: the
@@ -46,6 +34,15 @@ func CPU(pm int) (time.Duration, error) {
 // checkpointer, the writers, the launchers), whose work no client ordered and whose
 // checkpoints fall into one window or the next.
 func SessionsCPU(pm int) (time.Duration, error) {
+	return cpuOf(pm, func(pid int) bool {
+		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return len(title) == 0 || clientBackend.Match(title) // an ended session not yet waited for has no title
+	})
+}
+
+// cpuOf is the CPU time of postmaster pm, its exited children and those of its live children
+// counts answers true for.
+func cpuOf(pm int, counts func(pid int) bool) (time.Duration, error) {
 	fields, err := statFields(pm)
 	if err != nil {
 		return 0, err
@@ -54,15 +51,14 @@ func SessionsCPU(pm int) (time.Duration, error) {
 	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
 	for _, c := range strings.Fields(string(raw)) {
 		pid, _ := strconv.Atoi(c)
-		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if len(title) > 0 && !clientBackend.Match(title) {
-			continue // a background process; an ended session not yet waited for has no title
+		if !counts(pid) {
+			continue
 		}
 		if f, err := statFields(pid); err == nil {
 			ticks += sumFields(f, 11, 12)
 		}
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
+	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }
 
 // clientBackend matches the process title of a client's session: its host and port, or

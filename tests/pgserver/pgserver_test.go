@@ -43,6 +43,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	poll.Eventually(t, what, 60*time.Second, cond)
 }
 
+// started is a server of the test's own, stopped with it; the test is skipped where this
+// machine has no server binaries.
+func started(t *testing.T) *Server {
+	t.Helper()
+	if !Available() {
+		t.Skip("no server binaries on this machine")
+	}
+	s, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
 func takesConnections(s *Server) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -209,12 +224,7 @@ func TestVectorIsNotBuiltWithoutTheServerHeaders(t *testing.T) {
 
 func TestStartsTheServerOfTheBinariesNamedAndFindsItsFolders(t *testing.T) {
 	is := is.New(t)
-	if !Available() {
-		t.Skip("no server binaries on this machine")
-	}
-	s, err := Start(Options{})
-	is.NoErr(err)
-	defer s.Stop()
+	s := started(t)
 	if dir := os.Getenv(EnvBin); dir != "" {
 		want, err := filepath.Abs(dir)
 		is.NoErr(err)
@@ -298,12 +308,7 @@ func TestAnExtensionsControlFilesAreInstalledLastAndWhole(t *testing.T) {
 // live and once it has ended; the checkpointer's title is no session's, a session's is.
 func TestSessionsCPUCountsTheSessionsNotTheBackground(t *testing.T) {
 	is := is.New(t)
-	if !Available() {
-		t.Skip("no server binaries on this machine")
-	}
-	s, err := Start(Options{})
-	is.NoErr(err)
-	defer s.Stop()
+	s := started(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, s.URL)
 	is.NoErr(err)
