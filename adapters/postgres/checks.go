@@ -246,7 +246,7 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batc
 	for i, x := range names {
 		wants[i] = w.want(x, batch.available[x])
 	}
-	in, err := readInside(ctx, conn.Conn, w.role, insideAsks{names: names, wants: wants, kept: true, named: w.extensions}, batch.offer)
+	in, err := readInside(ctx, conn.Conn, w.role, insideAsks{names: names, wants: wants, kept: true, entry: w.extensions}, batch.offer)
 	if err != nil {
 		return h, err
 	}

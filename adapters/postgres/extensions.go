@@ -169,9 +169,9 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	var asks insideAsks // the versions installed, only where updates are staged: nothing else weighs them
-	for _, x := range want {
-		if len(updates) > 0 {
+	var asks insideAsks
+	if len(updates) > 0 { // the versions installed: nothing but a staged update weighs them
+		for _, x := range want {
 			asks.names, asks.wants = append(asks.names, x.name), append(asks.wants, w.want(x.name, x.version))
 		}
 	}

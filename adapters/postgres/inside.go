@@ -26,11 +26,11 @@ type inside struct {
 
 // insideAsks is what readInside asks beyond the schema and what is installed: names, at the
 // versions wants (one each), compared as installed (nil: none), and whether the extensions
-// kept are listed against the consumer's named (a check's).
+// kept are listed (a check's), against those the consumer's entry names (entry).
 type insideAsks struct {
 	names, wants []string
 	kept         bool
-	named        []string
+	entry        []string
 }
 
 // readInside reads inside the database db is connected to, for the consumer's role, what a
@@ -43,7 +43,7 @@ func readInside(ctx context.Context, db *pgx.Conn, role string, a insideAsks, of
 		queued.Queue(sqlInstalled, a.names, a.wants)
 	}
 	if a.kept {
-		queued.Queue(sqlKept, a.named)
+		queued.Queue(sqlKept, a.entry)
 	}
 	results := db.SendBatch(ctx, queued)
 	defer results.Close()
