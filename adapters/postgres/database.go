@@ -48,7 +48,10 @@ func (b *Backend) ensureDatabase(ctx context.Context, conn *pgxpool.Conn, d defi
 		if err := d.handedOver(f); err != nil { // a CREATE DATABASE of another's may have won the race
 			return f, cs, changed, err
 		}
-		cs = d.databaseChanges(f, s.powers)
+		cs = nil
+		if f.database { // dropped again meanwhile: nothing of it to write
+			cs = d.databaseChanges(f, s.powers)
+		}
 	}
 	if writes(cs, databaseWriter) {
 		changed = true

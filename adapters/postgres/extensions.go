@@ -156,7 +156,7 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // whether Create found the role's search path there already the provider's; p are the powers
 // the create acts under. What is inside the database is read once, before anything is made
 // there, as a check reads it (readInside); only a create that made others (CASCADE) reads
-// where they went.
+// where they went, and an update weighed after creates reads again what they left.
 func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool, told *facts) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept, offer.named = &xp.offered, w.extensions
@@ -213,8 +213,19 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		changed = changed || made
 	}
 	var failed error
-	if update && len(updates) > 0 { // as read before the creates: what they made was not there to update
-		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, seen.named, updates, p.refusable, told)
+	if update && len(updates) > 0 {
+		named := seen.named
+		if changed {
+			// What the creates made, and made others (CASCADE), wherever their control files put
+			// them, is installed now: an update's script searches the schemas of what its version
+			// requires, so they are read again before any is judged.
+			again, err := readInside(ctx, db.Conn, w.role, asks, offer)
+			if err != nil {
+				return changed, lacks, fmt.Errorf("list extensions in %s: %w", w.database, err)
+			}
+			named = again.named
+		}
+		updated, err := xp.updateExtensions(ctx, db.Conn, w.role, named, updates, p.refusable, told)
 		changed = changed || updated
 		if !errors.As(err, new(*ports.UpdateFailed)) && err != nil {
 			return changed, lacks, fmt.Errorf("update extensions in %s: %w", w.database, err)
@@ -276,7 +287,7 @@ func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wa
 func extensionSQL(all map[string]offered, present map[string]string, x extension, at string) (statement string, cascades bool, err error) {
 	where, cascades := requiredIn(all, present, x.name, at)
 	if len(where) > 0 {
-		return "", false, refused(fmt.Errorf("it requires an extension installed in schema %s, where others may create objects; its "+
+		return "", false, refused(fmt.Errorf("it requires an extension installed, or made by CASCADE, in schema %s, where others may create objects; its "+
 			"script would run as a superuser searching that schema, so it is not created", strings.Join(where, ", ")))
 	}
 	version := ""
