@@ -368,10 +368,11 @@ func readPaths(ctx context.Context, q querier, name string) (map[[2]string]bool,
 
 // requiredIn names the schemas, other than the catalog and the provider's, of the extensions
 // installed (by name, in their schemas) that creating name at version requires, directly or
-// through those CASCADE would create at their default versions: PostgreSQL puts each required
-// extension's schema on the search_path of the script of the one that requires it, which runs
-// as a superuser. It answers them sorted, and whether the create would cascade (make others). It
-// is pure: table tests.
+// through those CASCADE would create at their default versions, and the schemas the control
+// files of those CASCADE would create fix for them: PostgreSQL puts each required extension's
+// schema on the search_path of the script of the one that requires it, and runs a cascaded
+// one's script in the schema its control file fixes, each as a superuser. It answers them
+// sorted, and whether the create would cascade (make others). It is pure: table tests.
 func requiredIn(all map[string]offered, installed map[string]string, name, version string) (schemas []string, cascades bool) {
 	seen := map[string]bool{}
 	next := slices.Clone(all[name].requires[version])
@@ -390,6 +391,9 @@ func requiredIn(all map[string]offered, installed map[string]string, name, versi
 		}
 		cascades = true
 		if o, ok := all[r]; ok {
+			if fixed := o.schemas[o.def]; fixed != "" && fixed != "pg_catalog" && fixed != extensionSchema {
+				schemas = append(schemas, fixed) // CASCADE makes it there, in a schema the provider does not own
+			}
 			next = append(next, o.requires[o.def]...)
 		}
 	}

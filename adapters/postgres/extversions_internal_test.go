@@ -95,6 +95,10 @@ func TestWhatACreateRequiresIsJudgedAgainstWhatIsInstalled(t *testing.T) {
 		"plain":         {def: "1", requires: map[string][]string{"1": nil}},
 		"twofold":       {def: "1", requires: map[string][]string{"1": {"cube", "hstore", "cube"}}},
 		"hstore":        {def: "1.8", requires: map[string][]string{"1.8": {"cube"}}},
+		"fixedbase":     {def: "1", schemas: map[string]string{"1": "app"}},
+		"onfixed":       {def: "1", requires: map[string][]string{"1": {"fixedbase"}}},
+		"catalogbase":   {def: "1", schemas: map[string]string{"1": "pg_catalog"}},
+		"oncatalog":     {def: "1", requires: map[string][]string{"1": {"catalogbase"}}},
 	}
 	for _, c := range []struct {
 		what, name, version string
@@ -112,6 +116,9 @@ func TestWhatACreateRequiresIsJudgedAgainstWhatIsInstalled(t *testing.T) {
 		{"not installed: cascades", "earthdistance", "1.2", map[string]string{"plpgsql": "pg_catalog"}, nil, true},
 		{"a version the server lacks requires nothing", "cube", "9", map[string]string{}, nil, false},
 		{"one the server lacks, required: cascades (and fails there)", "twofold", "1", map[string]string{}, nil, true},
+		{"CASCADE would make one where its control file fixes", "onfixed", "1", map[string]string{}, []string{"app"}, true},
+		{"CASCADE would make one in the catalog", "oncatalog", "1", map[string]string{}, nil, true},
+		{"installed where its control file fixes: judged where it is", "onfixed", "1", map[string]string{"fixedbase": "app"}, []string{"app"}, false},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			is := is.New(t)
@@ -152,7 +159,7 @@ func TestAnExtensionIsCreatedAtTheVersionJudgedOrRefused(t *testing.T) {
 		{"its control file fixes the consumer's public", extension{name: "cube", schema: "public"}, "1.5", nil,
 			"", false, "its control file puts it in schema public, which the provider does not own"},
 		{"a requirement in the consumer's public", extension{name: "earthdistance"}, "1.2", map[string]string{"cube": "public"},
-			"", false, "it requires an extension installed in schema public, where others may create objects"},
+			"", false, "it requires an extension installed, or made by CASCADE, in schema public, where others may create objects"},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			is := is.New(t)

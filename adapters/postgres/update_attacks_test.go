@@ -132,6 +132,32 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	e.trapNeverRan(p)
 }
 
+// An extension whose control file fixes a schema the provider does not own is never made there
+// by CASCADE either: its script would run as a superuser searching, and creating in, a schema
+// the consumer may have planted objects in (here public, where it planted upper()).
+func TestACascadeNeverMakesARequiredExtensionWhereTheConsumerCanWrite(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	base, ext := "novox_cfbase_"+run, "novox_cftrap_"+run
+	e.srv.InstallExtension(e.t, map[string]string{
+		base + ".control":  "comment = 'its control file fixes public, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = false\nschema = 'public'\nsuperuser = true\n",
+		base + "--1.0.sql": "SELECT upper('probe'::varchar);\n",
+		ext + ".control":   "comment = 'requires one fixed in public, for the tests of the provider'\ndefault_version = '1.0'\nrelocatable = true\nsuperuser = true\nrequires = '" + base + "'\n",
+		ext + "--1.0.sql":  "CREATE FUNCTION " + ext + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+	})
+	p := provision(name("cftrap"))
+	e.mustCreate(p)
+	e.plantUpper(p)
+	p.Values["extensions"] = []any{ext}
+	_, err := e.b.Create(ctx, p)
+	is.True(errors.Is(err, ports.ErrRefused))                  // refused,
+	is.True(strings.Contains(err.Error(), "in schema public")) // naming where
+	is.True(!contains(e.extensions(p.As), ext))                // not created,
+	is.True(!contains(e.extensions(p.As), base))               // nor what it requires
+
+	e.trapNeverRan(p)
+}
+
 // A hostile pin (quotes, a statement, a comment, a newline, a terminal's escape, too long) is
 // refused for its consumer by Create, the check and the plan alike, with the pin quoted in the
 // reason, and never reaches the server: nothing is made, nothing dropped, nothing logged.
