@@ -125,8 +125,11 @@ func settingRefused(name string, err error) error {
 // their order, and answers whether it changed one.
 func writeSettings(ctx context.Context, conn *pgxpool.Conn, d definition, cs []change) (changed bool, err error) {
 	for _, c := range cs {
+		if c.kind.writer() != settingWriter {
+			continue
+		}
 		at := slices.IndexFunc(d.settings, func(s setting) bool { return s.name == c.subject })
-		if c.kind.writer() != settingWriter || at < 0 {
+		if at < 0 {
 			continue
 		}
 		if _, err := conn.Exec(ctx, settingSQL(d.role, d.database, d.settings[at])); err != nil {
