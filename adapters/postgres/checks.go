@@ -45,6 +45,9 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 type checked struct {
 	ports.Checked
 	changes []change
+	// refusal is why a create would make nothing inside the consumer's database (inside.refusal),
+	// in Create's words, nil where it would: a plan says it (Foresee), a check finds drift.
+	refusal error
 }
 
 // check is HoldsAll with the changes typed, for Foresee to read as they are. answered, where
@@ -113,7 +116,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		deep = append(deep, k)
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
-	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin}
+	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin, schemaOwner: s.schemaOwner}
 	boundedEach(len(deep), cap(b.conns.slots), func(j int) {
 		k := deep[j]
 		i := index[k]
@@ -133,11 +136,12 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 // server has at their default versions, what it offers of them, read once, and whether
 // passwords are checked by logging in (the provider may not read them: powers).
 type insideBatch struct {
-	each      time.Duration
-	timedOut  atomic.Bool
-	available map[string]string
-	offer     *offerings
-	byLogin   bool
+	each        time.Duration
+	timedOut    atomic.Bool
+	available   map[string]string
+	offer       *offerings
+	byLogin     bool
+	schemaOwner string // who must own the provider's schema, in a refusal's words (powers)
 }
 
 // checkInside checks one consumer that the catalog found as defined inside its database (and,
@@ -253,6 +257,7 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batc
 	if !in.schema.safe() {
 		h.changes = append(h.changes, change{kind: schemaUnsafe})
 	}
+	h.refusal = in.refusal(w.database, batch.schemaOwner)
 	var missing []change
 	missing, h.Updates, h.Has = b.ext.versionsHeld(w.role, in.named)
 	h.changes = append(h.changes, missing...)

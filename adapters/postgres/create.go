@@ -15,7 +15,7 @@ import (
 // Create brings the consumer's role, database and extensions into being, or back to exactly
 // what p says, and answers what it did. Every name is checked before the first statement.
 // Creates of one consumer, from this process or another provider on the same server, are
-// serialised by an advisory lock.
+// serialised by an advisory lock. A create any step refuses answers ActRefuse.
 func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, error) {
 	w, err := b.rules.creatable(p)
 	if err != nil {
@@ -59,5 +59,8 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		}
 		return extErr
 	})
+	if ports.IsRefusal(err) {
+		did = ports.ActRefuse // whichever step refused it, the act Foresee names
+	}
 	return did, err
 }

@@ -140,6 +140,57 @@ func (d definition) handedOver(o observed) error {
 	return nil
 }
 
+// insideVerdict is what a create does inside a consumer's database, decided once, without
+// the server, from one read of what is there (readInside): refuse, where the provider's schema
+// there is another's; otherwise write the schema where it is not as the provider writes it,
+// take each extension of the entry's that the provider makes, in the entry's order, as made or
+// to make, weigh a staged update where one of them is installed, and give the role its
+// search_path where it lacks it.
+type insideVerdict struct {
+	refusal    error
+	schema     bool // the schema made, or its privileges written again
+	each       []insideAct
+	weigh      bool // one of them is installed: a staged update is weighed
+	searchPath bool // the role's search_path there is written
+}
+
+// insideAct is what a create does of one extension the consumer names: make it, or leave it
+// where it is installed (in; the consumer can write in public, which is told).
+type insideAct struct {
+	x         extension
+	installed bool
+	in        string
+}
+
+// verdict is the inside verdict on a consumer's database db read as in, for the extensions want
+// (those of its entry that the provider makes), where mustOwn is who must own the provider's
+// schema, in a refusal's words (powers.schemaOwner), and hasSearchPath whether the role's
+// search_path there is already the provider's (observed.searchPath). It is pure: table tests.
+func (in inside) verdict(db string, want []extension, mustOwn string, hasSearchPath bool) insideVerdict {
+	if err := in.refusal(db, mustOwn); err != nil {
+		return insideVerdict{refusal: err}
+	}
+	v := insideVerdict{schema: in.schema.toWrite(), searchPath: !hasSearchPath}
+	for _, x := range want {
+		at, installed := in.present[x.name]
+		v.each = append(v.each, insideAct{x: x, installed: installed, in: at})
+		v.weigh = v.weigh || installed
+	}
+	return v
+}
+
+// refusal is why nothing is made inside the consumer's database db read as in, nil where
+// something may be: the provider's schema there is another's (one the consumer may have made,
+// to plant objects in it), where mustOwn must own it. A create refuses it (inside.verdict), and
+// a plan says so (Foresee), in the same words; a check finds the schema drifted (schemaSeen.safe).
+func (in inside) refusal(db, mustOwn string) error {
+	if s := in.schema; s.ownedByAnother() {
+		return inExtensions(db, refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not "+
+			"created where others may create objects", extensionSchema, *s.owner, mustOwn)))
+	}
+	return nil
+}
+
 // refuse is the verdict that refuses for err.
 func refuse(err error) verdict { return verdict{act: ports.ActRefuse, refusal: err} }
 
@@ -147,6 +198,12 @@ func refuse(err error) verdict { return verdict{act: ports.ActRefuse, refusal: e
 // as Create, Foresee and the loop say it.
 func atRole(role string, err error) error   { return fmt.Errorf("create role %s: %w", role, err) }
 func atDatabase(db string, err error) error { return fmt.Errorf("create database %s: %w", db, err) }
+
+// inExtensions is an error of Create's about the extensions of the consumer's database db as a
+// whole (its schema, a connection there), as Create and Foresee say it.
+func inExtensions(db string, err error) error {
+	return fmt.Errorf("create extensions in %s: %w", db, err)
+}
 
 // atExtension is an error of Create's about the extension name in the consumer's database db.
 func atExtension(name, db string, err error) error {

@@ -128,3 +128,57 @@ func TestTheVerdictCarriesWhatCreateChanges(t *testing.T) {
 	refused := d.decide(observed{database: true, owner: "bob"}, stance{}, nil)
 	is.Equal(refused.changes, nil) // a refusal changes nothing
 }
+
+// TestTheInsideVerdictOnEachReading is what a create does inside a consumer's database, without
+// a server, for each way its schema and extensions can be found, in each mode: the schema
+// another role owns refuses it in the words the create says, naming who must own it; otherwise
+// the schema is written where it is not as the provider writes it, each extension is made or
+// left where it is installed, in the entry's order, an update is weighed only where one is
+// installed, and the search_path is written only where the role lacks it.
+func TestTheInsideVerdictOnEachReading(t *testing.T) {
+	consumer, super := "letta", "postgres"
+	vector := extension{name: "vector", version: "0.8.1"}
+	trgm := extension{name: "pg_trgm", version: "1.6"}
+	asWritten := schemaSeen{owner: &super, ownerFit: true, closed: true, asWritten: true}
+	for name, tc := range map[string]struct {
+		in         inside
+		mode       Mode
+		hasPath    bool
+		refusal    string
+		schema     bool
+		each       []insideAct
+		weigh      bool
+		searchPath bool
+	}{
+		"a new database": {in: inside{}, mode: ModeSuperuser, schema: true, searchPath: true,
+			each: []insideAct{{x: vector}, {x: trgm}}},
+		"as the provider left it": {in: inside{schema: asWritten, present: map[string]string{"vector": extensionSchema, "pg_trgm": extensionSchema}},
+			mode: ModeSuperuser, hasPath: true, weigh: true,
+			each: []insideAct{{x: vector, installed: true, in: extensionSchema}, {x: trgm, installed: true, in: extensionSchema}}},
+		"one installed in public, one to make": {in: inside{schema: asWritten, present: map[string]string{"pg_trgm": "public"}},
+			mode: ModeSuperuser, hasPath: true, weigh: true,
+			each: []insideAct{{x: vector}, {x: trgm, installed: true, in: "public"}}},
+		"a grant the provider does not write": {in: inside{schema: schemaSeen{owner: &super, ownerFit: true, closed: true}},
+			mode: ModeSuperuser, hasPath: true, schema: true, each: []insideAct{{x: vector}, {x: trgm}}},
+		"the consumer's schema": {in: inside{schema: schemaSeen{owner: &consumer, closed: true, asWritten: true}}, mode: ModeSuperuser,
+			refusal: "create extensions in letta: schema extensions exists and is owned by letta, not by a superuser: extensions are not created where others may create objects"},
+		"the consumer's schema, delegated": {in: inside{schema: schemaSeen{owner: &consumer}}, mode: ModeDelegated,
+			refusal: "create extensions in letta: schema extensions exists and is owned by letta, not by the provider's role novox: extensions are not created where others may create objects"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			v := tc.in.verdict("letta", []extension{vector, trgm}, powersOf(tc.mode, 170000, "novox").schemaOwner, tc.hasPath)
+			if tc.refusal != "" {
+				is.True(ports.IsRefusal(v.refusal))
+				is.Equal(v.refusal.Error(), tc.refusal)
+				is.Equal(len(v.each), 0) // nothing is made where it is refused
+				return
+			}
+			is.NoErr(v.refusal)
+			is.Equal(v.schema, tc.schema)
+			is.Equal(v.each, tc.each)
+			is.Equal(v.weigh, tc.weigh)
+			is.Equal(v.searchPath, tc.searchPath)
+		})
+	}
+}

@@ -155,8 +155,9 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 // the update fails, the error is a *ports.UpdateFailed, after the rest was done. searchPath is
 // whether Create found the role's search path there already the provider's; p are the powers
 // the create acts under. What is inside the database is read once, before anything is made
-// there, as a check reads it (readInside); only a create that made others (CASCADE) reads
-// where they went, and an update weighed after creates reads again what they left.
+// there, as a check reads it (readInside), and what to do there decided from that read
+// (inside.verdict); only a create that made others (CASCADE) reads where they went, and an
+// update weighed after creates reads again what they left.
 func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Conn, w wanted, p powers, updates []string, searchPath bool, told *facts) (changed bool, lacks []string, err error) {
 	offer := newOfferings(conn) // what the server has of each: kept from the last create while its stamp holds
 	offer.kept, offer.named = &xp.offered, w.extensions
@@ -166,7 +167,7 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 	}
 	db, err := xp.conns.open(ctx, w.database, false)
 	if err != nil {
-		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, inExtensions(w.database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	var asks insideAsks
@@ -176,20 +177,26 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		}
 	}
 	seen, err := readInside(ctx, db.Conn, w.role, asks, offer)
-	if err == nil {
-		err = ensureSchema(ctx, db.Conn, w.role, seen.schema, p.schemaOwner)
-	}
 	if err != nil {
-		return changed, lacks, fmt.Errorf("create extensions in %s: %w", w.database, err)
+		return changed, lacks, inExtensions(w.database, err)
 	}
-	installed := seen.present
-	update := false                                    // whether one named was installed before: an update's to weigh
-	present := make(map[string]string, len(installed)) // what is installed as each create leaves it (requiredIn)
-	maps.Copy(present, installed)
-	for _, x := range want {
-		if in, ok := installed[x.name]; ok {
-			update = true
-			if in == "public" {
+	v := seen.verdict(w.database, want, p.schemaOwner, searchPath)
+	if v.refusal != nil {
+		return changed, lacks, v.refusal
+	}
+	if v.schema {
+		if err := writeSchema(ctx, db.Conn, w.role, seen.schema.owner == nil); err != nil {
+			return changed, lacks, inExtensions(w.database, err)
+		}
+	}
+	present := maps.Clone(seen.present) // what is installed as each create leaves it (requiredIn)
+	if present == nil {
+		present = map[string]string{}
+	}
+	for _, a := range v.each {
+		x := a.x
+		if a.installed {
+			if a.in == "public" {
 				told.holds(sayKey{w.role, extensionInPublic, x.name}, "public", "%s: extension %s is "+
 					"installed in schema public of %s, where the consumer can write; it stays there (drop it to have it "+
 					"made again in %s)", w.role, x.name, w.database, extensionSchema)
@@ -213,7 +220,7 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		changed = changed || made
 	}
 	var failed error
-	if update && len(updates) > 0 {
+	if v.weigh && len(updates) > 0 {
 		named := seen.named
 		if changed {
 			// What the creates made, and made others (CASCADE), wherever their control files put
@@ -232,11 +239,12 @@ func (xp *extensionPath) ensureExtensions(ctx context.Context, conn *pgxpool.Con
 		}
 		failed = err
 	}
-	set, err := ensureSearchPath(ctx, conn, w, searchPath)
-	if err != nil {
-		return changed || set, lacks, err
+	if v.searchPath {
+		if err := writeSearchPath(ctx, conn, w); err != nil {
+			return true, lacks, err
+		}
 	}
-	return changed || set, lacks, failed
+	return changed || v.searchPath, lacks, failed
 }
 
 // createExtension creates x in the consumer's database db, as the provider, in the provider's
@@ -325,37 +333,23 @@ func offers(ctx context.Context, offer *offerings, role, name, version string, t
 	return false, nil
 }
 
-// ensureSchema makes the provider's schema in the connected database, or checks that the one
-// there is the provider's (a superuser's, or where the provider is not a superuser, its own
-// role's): a schema of that name the consumer made first is its own to create objects in, and
-// is refused. The consumer's role may use it, and nobody but its owner create in it: its
-// privileges are written only where they are not so already. s is the schema as readInside
-// found it; mustOwn is who must own it, in a refusal's words (powers.schemaOwner).
-func ensureSchema(ctx context.Context, db *pgx.Conn, role string, s schemaSeen, mustOwn string) error {
-	if s.ownedByAnother() {
-		return refused(fmt.Errorf("schema %s exists and is owned by %s, not by %s: extensions are not created where "+
-			"others may create objects", extensionSchema, *s.owner, mustOwn))
+// writeSchema makes the provider's schema in the connected database (create), or writes its
+// privileges again: the consumer's role may use it, and nobody but its owner create in it.
+// Whether it is written at all, or refused as another's, is the inside verdict's.
+func writeSchema(ctx context.Context, db *pgx.Conn, role string, create bool) error {
+	make := ""
+	if create {
+		make = "CREATE SCHEMA " + ident(extensionSchema) + "; " // one round trip with its privileges
 	}
-	if s.toWrite() {
-		create := ""
-		if s.owner == nil {
-			create = "CREATE SCHEMA " + ident(extensionSchema) + "; " // one round trip with its privileges
-		}
-		if _, err := db.Exec(ctx, create+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
-			"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
-			"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role)); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := db.Exec(ctx, make+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
+		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
+		"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role))
+	return err
 }
 
-// ensureSearchPath sets the consumer's role's search_path in its database, where it is not
-// already what the provider sets (has, as Create observed it), and answers whether it did.
-func ensureSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted, has bool) (set bool, err error) {
-	if has {
-		return false, nil
-	}
-	_, err = conn.Exec(ctx, "ALTER ROLE "+ident(w.role)+" IN DATABASE "+ident(w.database)+" SET search_path = "+consumerSearchPath)
-	return true, err
+// writeSearchPath sets the consumer's role's search_path in its database to the one the
+// provider gives it (consumerSearchPath).
+func writeSearchPath(ctx context.Context, conn *pgxpool.Conn, w wanted) error {
+	_, err := conn.Exec(ctx, "ALTER ROLE "+ident(w.role)+" IN DATABASE "+ident(w.database)+" SET search_path = "+consumerSearchPath)
+	return err
 }

@@ -72,6 +72,9 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		switch {
 		case a.Err != nil:
 			out[i].Err = a.Err
+		case a.refusal != nil: // what Create refuses inside its database, in its words
+			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{a.refusal.Error()}}
+			continue
 		case looks[i].act == ports.ActAdopt:
 			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: define(wants[i], b.resource).adoptionWords(a.changes)}
 		case len(a.changes) == 0:

@@ -76,10 +76,17 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 	fresh, held, limited, plain, super, squatted, settled, taken, renamed := provision(name("fresh")), provision(name("held")),
 		provision(name("limited")), provision(name("plain")), provision(name("super")), provision(name("squat")),
 		provision(name("settled")), provision(name("taken")), provision(name("renamed"))
+	schemed := provision(name("schemed"))
 	settled = withSettings(settled, map[string]any{"work_mem": "not-a-size"})
 	e.mustCreate(held)
 	e.mustCreate(limited)
 	e.mustCreate(renamed)
+	e.mustCreate(schemed)
+	// The consumer makes a schema named as the provider's, to plant objects in, and then names
+	// an extension: nothing is made inside its database, and the plan says so in Create's words.
+	_, err = e.mustLogin(schemed.As, schemed.Password, schemed.As).Exec(ctx, "CREATE SCHEMA extensions")
+	is.NoErr(err)
+	schemed.Values["extensions"] = []any{"pg_trgm"}
 	e.exec("", `ALTER ROLE "`+limited.As+`" CONNECTION LIMIT 3`)
 	e.exec("", `CREATE ROLE "`+plain.As+`" LOGIN`, `CREATE ROLE "`+super.As+`" LOGIN SUPERUSER`, `CREATE DATABASE "`+squatted.As+`"`)
 	e.exec("", `ALTER ROLE "`+renamed.As+`" RENAME TO "`+renamed.As+`_old"`)
@@ -91,10 +98,10 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 		e.exec("", `DROP DATABASE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+plain.As+`"`, `DROP ROLE IF EXISTS "`+super.As+`"`,
 			`DROP DATABASE IF EXISTS "`+squatted.As+`"`, `DROP DATABASE IF EXISTS "`+renamed.As+`"`, `DROP ROLE IF EXISTS "`+renamed.As+`_old"`)
 	})
-	ps := []ports.Provision{fresh, held, limited, plain, super, squatted, settled, taken, renamed}
+	ps := []ports.Provision{fresh, held, limited, plain, super, squatted, settled, taken, renamed, schemed}
 	seen := plan.Foresee(ctx, ps, 30*time.Second)
 	wantActs := []ports.Act{ports.ActCreate, ports.ActNone, ports.ActRepair, ports.ActAdopt, ports.ActRefuse, ports.ActRefuse,
-		ports.ActRefuse, ports.ActRefuse, ports.ActRefuse}
+		ports.ActRefuse, ports.ActRefuse, ports.ActRefuse, ports.ActRefuse}
 	for i, p := range ps {
 		is.NoErr(seen[i].Err)
 		is.Equal(seen[i].Act, wantActs[i]) // what the plan says
