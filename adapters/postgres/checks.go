@@ -258,6 +258,13 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batc
 		h.changes = append(h.changes, change{kind: schemaUnsafe})
 	}
 	h.refusal = in.refusal(w.database, batch.schemaOwner)
+	if h.refusal == nil { // what Create would refuse to make there, as it would
+		refusal := refusedMaking(ctx, batch.offer.catalog, w.database, in.named, in.present)
+		if refusal != nil && !ports.IsRefusal(refusal) {
+			return h, refusal // the server's offer could not be read
+		}
+		h.refusal = refusal
+	}
 	var missing []change
 	missing, h.Updates, h.Has = b.ext.versionsHeld(w.role, in.named)
 	h.changes = append(h.changes, missing...)

@@ -312,6 +312,28 @@ func extensionSQL(all map[string]offered, present map[string]string, x extension
 		"run as a superuser where the consumer may have planted objects, so it is not created", x.schema))
 }
 
+// refusedMaking is Create's refusal, in its words, of the first extension of named (a check's
+// read of those it names, in their order) that is not installed, that the server has at the
+// version wanted, and that Create would refuse to make in the consumer's database db where
+// present is installed (extensionSQL); nil where it would refuse none. all is what the server
+// offers, asked only where one is to be made. A plan says it (Foresee) as a pass would.
+func refusedMaking(ctx context.Context, all func(context.Context) (map[string]offered, error), db string, named []installed, present map[string]string) error {
+	for _, x := range named {
+		if x.version != "" || !x.known {
+			continue // installed, or pinned at a version the server lacks (an update refused)
+		}
+		offer, err := all(ctx)
+		if err != nil {
+			return err
+		}
+		o := offer[x.name]
+		if _, _, err := extensionSQL(offer, present, extension{name: x.name, schema: o.schemas[o.def], version: o.def}, x.want); err != nil {
+			return atExtension(x.name, db, err)
+		}
+	}
+	return nil
+}
+
 // offers is whether the server has version of the extension name (as offer read it), adding to
 // told, to be said once, where it has not: the pin is refused for that extension, the others
 // go on.

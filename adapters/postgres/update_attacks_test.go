@@ -124,10 +124,12 @@ func TestACreateNeverSearchesARequiredExtensionsSchemaTheConsumerCanWrite(t *tes
 	_, err := conn.Exec(ctx, "CREATE EXTENSION "+base+" SCHEMA public") // trusted: the consumer may
 	is.NoErr(err)
 	p.Values["extensions"] = []any{ext}
+	seen := e.foresee(p)
 	_, err = e.b.Create(ctx, p)
-	is.True(errors.Is(err, ports.ErrRefused))                  // refused,
-	is.True(strings.Contains(err.Error(), "in schema public")) // naming where
-	is.True(!contains(e.extensions(p.As), ext))                // and not created
+	is.True(errors.Is(err, ports.ErrRefused))                                         // refused,
+	is.Equal(seen, ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}) // as the plan said, in its words
+	is.True(strings.Contains(err.Error(), "in schema public"))                        // naming where
+	is.True(!contains(e.extensions(p.As), ext))                                       // and not created
 
 	e.trapNeverRan(p)
 }
@@ -149,11 +151,13 @@ func TestACascadeNeverMakesARequiredExtensionWhereTheConsumerCanWrite(t *testing
 	e.mustCreate(p)
 	e.plantUpper(p)
 	p.Values["extensions"] = []any{ext}
+	seen := e.foresee(p)
 	_, err := e.b.Create(ctx, p)
-	is.True(errors.Is(err, ports.ErrRefused))                  // refused,
-	is.True(strings.Contains(err.Error(), "in schema public")) // naming where
-	is.True(!contains(e.extensions(p.As), ext))                // not created,
-	is.True(!contains(e.extensions(p.As), base))               // nor what it requires
+	is.True(errors.Is(err, ports.ErrRefused))                                         // refused,
+	is.Equal(seen, ports.Foresight{Act: ports.ActRefuse, Why: []string{err.Error()}}) // as the plan said, in its words
+	is.True(strings.Contains(err.Error(), "in schema public"))                        // naming where
+	is.True(!contains(e.extensions(p.As), ext))                                       // not created,
+	is.True(!contains(e.extensions(p.As), base))                                      // nor what it requires
 
 	e.trapNeverRan(p)
 }
@@ -267,3 +271,12 @@ func TestAConsumerCannotForgeARecord(t *testing.T) {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// foresee is what a plan (a read-only Backend) says of p.
+func (e *env) foresee(p ports.Provision) ports.Foresight {
+	e.t.Helper()
+	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	_, err := plan.Managed(ctx)
+	is.New(e.t).NoErr(err) // the plan's Backend reads the server
+	return plan.Foresee(ctx, []ports.Provision{p}, 30*time.Second)[0]
+}
