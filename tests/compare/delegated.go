@@ -98,13 +98,15 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 	next := 0 // the floor logs in as the consumers in turn, as the daemon does: none twice before all once
 	for r := range b.opts.rounds {
 		sessions := b.sessionsFrom(ctx)
-		mr, err := serverTimed(pm, func() error {
-			for range passes {
-				if next, err = b.delegatedFloor(ctx, password, cs, next, logins); err != nil {
-					return err
+		mr, err := b.counted(wlDelegated, "raw", n, r == 0, func() (measure, error) {
+			return serverTimed(pm, func() error {
+				for range passes {
+					if next, err = b.delegatedFloor(ctx, password, cs, next, logins); err != nil {
+						return err
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("round %d, raw: %w", r+1, err)
@@ -112,7 +114,7 @@ func (b *bench) delegatedWorkload(ctx context.Context) error {
 		rawSessions := sessions()
 		// Only sessions are counted (serverCPU): the server's own upkeep is in neither side's
 		// figure, and nothing is taken off either.
-		mp, mem, provSessions, err := b.delegatedDaemon(ctx, m, pm, n, window)
+		mp, mem, provSessions, err := b.delegatedDaemon(ctx, m, pm, n, window, r == 0)
 		if err != nil {
 			return fmt.Errorf("round %d, provisioner: %w", r+1, err)
 		}
@@ -172,9 +174,9 @@ WHERE r.rolname = ANY($1) AND r.rolcanlogin AND d.datdba = r.oid
 
 // delegatedDaemon runs the daemon over m with the defaults until it has confirmed every
 // consumer and one verify interval more, then measures the server's CPU over window and the
-// sessions started in it; the daemon's heap in use and resident memory are read at the window's
-// end.
-func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window time.Duration) (measure, string, int, error) {
+// sessions started in it (and with -statements, in the first round, what its statements took);
+// the daemon's heap in use and resident memory are read at the window's end.
+func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window time.Duration, first bool) (measure, string, int, error) {
 	d, err := b.startDaemon(m, b.opts.daemonFlags...)
 	if err != nil {
 		return measure{}, "", 0, err
@@ -199,12 +201,19 @@ func (b *bench) delegatedDaemon(ctx context.Context, m *mesh, pm, n int, window 
 	if err := sleep(ctx, defaultVerifyEvery); err != nil { // past its first verify pass, which a start makes at once
 		return measure{}, "", 0, err
 	}
-	s0, sessions := serverCPU(pm), b.sessionsFrom(ctx)
-	if err := sleep(ctx, window); err != nil {
+	var started int
+	mp, err := b.counted(wlDelegated, "provisioner", n, first, func() (measure, error) { // with -statements, what its window's statements took
+		s0, sessions := serverCPU(pm), b.sessionsFrom(ctx)
+		if err := sleep(ctx, window); err != nil {
+			return measure{}, err
+		}
+		mp := measure{wall: serverCPU(pm) - s0}
+		started = sessions()
+		return mp, nil
+	})
+	if err != nil {
 		return measure{}, "", 0, err
 	}
-	mp := measure{wall: serverCPU(pm) - s0}
-	started := sessions()
 	heap, err := d.metric(ctx, "go_memstats_heap_inuse_bytes", "")
 	if err != nil {
 		return measure{}, "", 0, err
