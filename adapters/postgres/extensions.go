@@ -359,11 +359,11 @@ func offers(ctx context.Context, offer *offerings, role, name, version string, t
 // privileges again: the consumer's role may use it, and nobody but its owner create in it.
 // Whether it is written at all, or refused as another's, is the inside verdict's.
 func writeSchema(ctx context.Context, db *pgx.Conn, role string, create bool) error {
-	make := ""
+	statements := ""
 	if create {
-		make = "CREATE SCHEMA " + ident(extensionSchema) + "; " // one round trip with its privileges
+		statements = "CREATE SCHEMA " + ident(extensionSchema) + "; " // one round trip with its privileges
 	}
-	_, err := db.Exec(ctx, make+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
+	_, err := db.Exec(ctx, statements+"REVOKE ALL ON SCHEMA "+ident(extensionSchema)+" FROM PUBLIC; "+
 		"REVOKE CREATE ON SCHEMA "+ident(extensionSchema)+" FROM "+ident(role)+"; "+
 		"GRANT USAGE ON SCHEMA "+ident(extensionSchema)+" TO "+ident(role))
 	return err
