@@ -81,6 +81,13 @@ type extension struct {
 	version string
 }
 
+// extension is the extension name as a create makes it from what the server offers of it (o):
+// in the schema its default version's control file fixes, at that version unless pinned. A
+// create and a plan's weighing of it (refusedMaking) take it from here alike.
+func (o offered) extension(name string) extension {
+	return extension{name: name, schema: o.schemas[o.def], version: o.def}
+}
+
 // The words of what a consumer lacks (ports.Holding.Lacks): an extension it names that the
 // provider does not make for it, and why.
 const (
@@ -139,7 +146,7 @@ func (xp *extensionPath) extensionsToCreate(ctx context.Context, offer *offering
 			continue
 		}
 		told.over(key)
-		out = append(out, extension{name: name, schema: o.schemas[o.def], version: o.def})
+		out = append(out, o.extension(name))
 	}
 	return out, lacks, nil
 }
@@ -326,8 +333,7 @@ func refusedMaking(ctx context.Context, all func(context.Context) (map[string]of
 		if err != nil {
 			return err
 		}
-		o := offer[x.name]
-		if _, _, err := extensionSQL(offer, present, extension{name: x.name, schema: o.schemas[o.def], version: o.def}, x.want); err != nil {
+		if _, _, err := extensionSQL(offer, present, offer[x.name].extension(x.name), x.want); err != nil {
 			return atExtension(x.name, db, err)
 		}
 	}
