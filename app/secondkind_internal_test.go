@@ -102,12 +102,13 @@ func (s *memServer) Managed(context.Context) ([]ports.Managed, error) {
 	}
 	return out, nil
 }
-func (s *memServer) Server() string               { return "memory" }
-func (s *memServer) Ping(context.Context) error   { return nil }
-func (s *memServer) Blocked() string              { return "" }
-func (s *memServer) Kind() string                 { return "in memory" }
-func (s *memServer) Leadership() ports.Leadership { return memLease{} }
-func (s *memServer) Close()                       {}
+func (s *memServer) Standing(context.Context) error { return nil }
+func (s *memServer) Server() string                 { return "memory" }
+func (s *memServer) Ping(context.Context) error     { return nil }
+func (s *memServer) Blocked() string                { return "" }
+func (s *memServer) Kind() string                   { return "in memory" }
+func (s *memServer) Leadership() ports.Leadership   { return memLease{} }
+func (s *memServer) Close()                         {}
 func (s *memServer) holds(as string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -43,6 +43,7 @@ type fakeBackend struct {
 	holdsCalls []string
 	batches    int // HoldsAll calls
 	managed    int // Managed calls
+	standing   int // Standing calls
 	foresees   int // Foresee calls
 
 	broken     bool                                               // Create does not produce what holds checks
@@ -427,6 +428,14 @@ func (b *fakeBackend) Managed(context.Context) ([]ports.Managed, error) {
 		out = append(out, ports.Managed{As: as, Withdrawn: m.withdrawn, Since: m.since})
 	}
 	return out, nil
+}
+
+// Standing fails as Managed does, without the record.
+func (b *fakeBackend) Standing(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.standing++
+	return b.managedErr
 }
 
 // world is what a contract test does behind the fake's back.

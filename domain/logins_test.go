@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -209,4 +210,47 @@ func TestEveryCheckIsGrantedALoginWhereTheBackendChecksOtherwise(t *testing.T) {
 	w.backend.mu.Unlock()
 	is.Equal(checks, 5*len(names)) // a check of each at every verify pass, none added
 	is.Equal(logins, checks)       // every one granted a login, beyond the ceiling
+}
+
+// A pass whose only business is logins on their budget checks the backend as a whole without
+// reading its record, which every verify pass still reads; a problem that check finds is said
+// once and stops the pass's logins, and once it is over the record is read at once.
+func TestPassesThatOnlyLogInReadNoRecord(t *testing.T) {
+	is := is.New(t)
+	every := 10 * time.Minute
+	w, _ := loginWorld(t, 200, domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginCheckEvery: every, LoginRate: 2})
+	w.runFor(3 * time.Minute)
+	w.backend.mu.Lock()
+	managed, standing, logins := w.backend.managed, w.backend.standing, len(w.backend.logins)
+	w.backend.mu.Unlock()
+	w.runFor(10 * time.Minute)
+	w.backend.mu.Lock()
+	managed, standing, logins = w.backend.managed-managed, w.backend.standing-standing, len(w.backend.logins)-logins
+	w.backend.mu.Unlock()
+	is.True(managed >= 10 && managed <= 11) // the record read at each verify pass, and no other
+	is.True(standing >= 100)                // the passes between logged in, each after the backend as a whole was checked
+	is.True(logins >= 100)
+
+	w.backend.managedErr = errors.New("down")
+	w.log.take()
+	w.pass(w.h.UntilNext()) // no verify pass: only logins are due
+	w.backend.mu.Lock()
+	logins = len(w.backend.logins)
+	w.backend.mu.Unlock()
+	for range 3 {
+		r := w.pass(w.h.UntilNext())
+		is.Equal(r.ServerProblem, "down")
+	}
+	w.backend.mu.Lock()
+	is.Equal(len(w.backend.logins), logins) // nobody logged in as while it could not be used
+	managed = w.backend.managed
+	w.backend.mu.Unlock()
+	is.Equal(w.log.take(), []string{"down; nothing is created, checked or withdrawn until this is resolved"}) // said once
+
+	w.backend.managedErr = nil
+	w.pass(w.h.UntilNext())
+	is.Equal(w.log.take(), []string{"the backend can be used again (it was: down)"})
+	w.backend.mu.Lock()
+	is.Equal(w.backend.managed, managed+1) // the record read again once it could be
+	w.backend.mu.Unlock()
 }

@@ -75,12 +75,16 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	items := h.readSecrets(given)
 	h.listing(items)
 	leaving := h.planLeaving()
-	use := !h.recordRead || verifying
-	if !use {
-		changed, partDue := h.pending(items)
-		use = changed || h.due(leaving) || partDue
+	// The record is read at a verify pass, where a consumer changed or is to be withdrawn, and
+	// once the backend can be used again after it could not.
+	record, partDue := !h.recordRead || verifying || h.server.text != "", false
+	if !record {
+		var changed bool
+		changed, partDue = h.pending(items)
+		record = changed || h.due(leaving)
 	}
-	if use {
+	switch {
+	case record:
 		// The backend is used this pass: first as a whole, which also reads its record.
 		h.phase("reading the record", 0)
 		if !h.readRecord(ctx, &r) {
@@ -88,6 +92,14 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 			return r
 		}
 		leaving = h.planLeaving()
+	case partDue:
+		// Only parts of checks on their budget are due: the backend as a whole is checked, and
+		// the record, which nothing this pass changes or withdraws by, is read at the next pass
+		// that needs it (a verify pass at the latest).
+		if !h.standing(ctx, &r) {
+			h.settleUnchecked(items, &r)
+			return r
+		}
 	}
 	h.phase("planning", 0)
 	h.plan(items, verifying)

@@ -43,9 +43,10 @@ func (h *Harness) askLease(ctx context.Context, r *Report) bool {
 }
 
 // readRecord asks the backend, as a whole, what it manages; it is the first thing a pass that
-// uses the backend does. A backend that cannot be asked is said once (again when the problem
-// changes, and every loudlyEvery-th pass it lasts), and once when it is over; its pass asks
-// nothing of any consumer and withdraws nothing.
+// uses the backend does, but for one that only checks parts of consumers on their budget,
+// which checks the backend as a whole without the record (standing). A backend that cannot be
+// asked is said once (again when the problem changes, and every loudlyEvery-th pass it lasts),
+// and once when it is over; its pass asks nothing of any consumer and withdraws nothing.
 func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 	cctx, cancel := h.clock.WithTimeout(ctx, h.cfg.HoldsTimeout)
 	start := h.clock.Now()
@@ -53,13 +54,8 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 	cancel()
 	h.step()
 	h.debug("", "record: %d consumers read in %s", len(managed), h.clock.Now().Sub(start))
-	if err != nil {
-		h.serverProblem(err, r)
+	if !h.stands(err, r) {
 		return false
-	}
-	if h.server.text != "" {
-		h.say(slog.LevelInfo, "", "the backend can be used again (it was: %s)", h.server.text)
-		h.server = repeat{}
 	}
 	h.consumers.recordIs(managed)
 	if !h.peakRead {
@@ -68,6 +64,30 @@ func (h *Harness) readRecord(ctx context.Context, r *Report) bool {
 		h.peakRead = true
 	}
 	h.recordRead = true
+	return true
+}
+
+// standing checks the backend as a whole without reading its record, as readRecord does it.
+func (h *Harness) standing(ctx context.Context, r *Report) bool {
+	cctx, cancel := h.clock.WithTimeout(ctx, h.cfg.HoldsTimeout)
+	err := h.backend.Standing(cctx)
+	cancel()
+	h.step()
+	return h.stands(err, r)
+}
+
+// stands answers whether the backend as a whole can be used, after a check of it answered err;
+// where it cannot, it says why (serverProblem), and where it can after it could not, that the
+// problem is over.
+func (h *Harness) stands(err error, r *Report) bool {
+	if err != nil {
+		h.serverProblem(err, r)
+		return false
+	}
+	if h.server.text != "" {
+		h.say(slog.LevelInfo, "", "the backend can be used again (it was: %s)", h.server.text)
+		h.server = repeat{}
+	}
 	return true
 }
 

@@ -249,6 +249,11 @@ type Backend interface {
 	// (the backend unreachable, the provider not allowed, ...), and says why in words an
 	// operator can act on; nothing may be withdrawn on its account.
 	Managed(ctx context.Context) ([]Managed, error)
+	// Standing is the check of the backend as a whole that Managed makes, without reading the
+	// record: a pass whose only business is the part of some consumers' checks on a budget of
+	// its own (a login, a look inside) asks this, and reads the record at the next pass that
+	// needs it. Its error is the one Managed would give.
+	Standing(ctx context.Context) error
 }
 
 // Archiving is a Backend that keeps an archive of what it drops, and brings it back

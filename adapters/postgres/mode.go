@@ -4,6 +4,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,7 +13,7 @@ import (
 )
 
 // Mode is how the provider's role stands on the server, read from the server at every check of
-// it as a whole (Managed), never configured.
+// it as a whole (Standing), never configured.
 type Mode string
 
 const (
@@ -127,6 +128,34 @@ const sqlServerRole = `SELECT pg_catalog.pg_is_in_recovery(), rolsuper, rolcreat
                               AND pg_catalog.current_setting('pg_stat_statements.track_utility', true) = 'on'
                          THEN 'pg_stat_statements.track = all' END], NULL)
 FROM pg_catalog.pg_roles WHERE rolname = current_user`
+
+// Standing checks the server as a whole, in one round trip: reachable, not in recovery (a standby
+// is of kind ports.ErrInRecovery), the provider let in, and a superuser or allowed to create
+// roles and databases (its mode, read afresh each time). Its error says what is wrong, and what
+// to do.
+func (b *Backend) Standing(ctx context.Context) error {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return b.reach.serverError(err)
+	}
+	defer conn.Release()
+	var recovery, super, createRole, createDB bool
+	var version int
+	var loud []string
+	if err := conn.QueryRow(ctx, sqlServerRole).Scan(&recovery, &super, &createRole, &createDB, &version, &loud); err != nil {
+		return b.reach.serverError(err)
+	}
+	if recovery { // nothing it says is the provider's to act on: a primary's record may differ
+		return b.reach.inRecovery(conn.Conn().PgConn())
+	}
+	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
+		return err
+	}
+	if b.archives != nil && !b.archives.checked.Swap(true) {
+		_ = b.archives.dumpable(ctx, version/10000) // a pg_dump that cannot dump the server is said at the start
+	}
+	return nil
+}
 
 // learnRole records the provider's mode from what sqlServerRole answered; an error says what
 // the role lacks where it can be neither, or, where it is not a superuser, which of the

@@ -104,41 +104,20 @@ func (r record) managed(as string) ports.Managed {
 }
 
 // Managed lists the consumers this provider's record names, active or withdrawn, after it checked
-// the server as a whole: reachable, not in recovery (a standby is of kind ports.ErrInRecovery),
-// the provider let in, and a superuser or allowed to create
-// roles and databases (its mode, read afresh each time). Its error says what is wrong with the
-// server, and what to do.
+// the server as a whole (Standing). Its error says what is wrong with the server, and what to do.
 func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
-	// One round trip: the provider's standing on the server, then the records.
-	batch := &pgx.Batch{}
-	batch.Queue(sqlServerRole)
-	batch.Queue(`
-SELECT r.rolname::text, d.description
-FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
-  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
+	if err := b.Standing(ctx); err != nil {
+		return nil, err
+	}
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, b.reach.serverError(err)
 	}
 	defer conn.Release()
-	results := conn.SendBatch(ctx, batch)
-	defer results.Close()
-	var recovery, super, createRole, createDB bool
-	var version int
-	var loud []string
-	if err := results.QueryRow().Scan(&recovery, &super, &createRole, &createDB, &version, &loud); err != nil {
-		return nil, b.reach.serverError(err)
-	}
-	if recovery { // nothing it says is the provider's to act on: a primary's record may differ
-		return nil, b.reach.inRecovery(conn.Conn().PgConn())
-	}
-	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
-		return nil, err
-	}
-	if b.archives != nil && !b.archives.checked.Swap(true) {
-		_ = b.archives.dumpable(ctx, version/10000) // a pg_dump that cannot dump the server is said at the start
-	}
-	rows, err := results.Query()
+	rows, err := conn.Query(ctx, `
+SELECT r.rolname::text, d.description
+FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
+  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
 	if err != nil {
 		return nil, b.reach.serverError(err)
 	}
@@ -164,7 +143,6 @@ FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
 	if err != nil {
 		return nil, b.reach.serverError(err)
 	}
-	results.Close()
 	conn.Release() // back to the pool before the rewrites take one (a pool may hold only one)
 	b.upgradeWithdrawn(ctx, stale)
 	return out, nil

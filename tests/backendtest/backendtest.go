@@ -151,6 +151,12 @@ func Run(t *testing.T, b ports.Backend, fresh func() ports.Provision, w World) {
 		return ports.Managed{}, false
 	}
 
+	t.Run("stands where its record can be read", func(t *testing.T) {
+		if err := b.Standing(ctx); err != nil {
+			t.Fatalf("standing: %v", err)
+		}
+		recorded(t, fresh())
+	})
 	t.Run("not held before it is created", func(t *testing.T) {
 		if holds(t, fresh()) {
 			t.Fatal("held without a create")

@@ -29,6 +29,12 @@ func RunServer(t *testing.T, open func(t *testing.T, resource string) ports.Serv
 		if err := s.Ping(ctx); err != nil {
 			t.Fatalf("ping: %v", err)
 		}
+		if err := s.Standing(ctx); err != nil { // the check of it as a whole, without the record
+			t.Fatalf("standing: %v", err)
+		}
+		if s.Kind() == "" {
+			t.Fatal("no mode said once the server was checked as a whole")
+		}
 		if _, err := s.Managed(ctx); err != nil {
 			t.Fatalf("managed: %v", err)
 		}
@@ -114,6 +120,12 @@ func RunServer(t *testing.T, open func(t *testing.T, resource string) ports.Serv
 		defer cancel()
 		if err := s.Ping(cctx); err == nil {
 			t.Fatal("a closed Server answers a ping")
+		}
+		if err := s.Standing(cctx); err == nil {
+			t.Fatal("a closed Server stands")
+		}
+		if _, err := s.Managed(cctx); err == nil {
+			t.Fatal("a closed Server reads its record")
 		}
 	})
 }
