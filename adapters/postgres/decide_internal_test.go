@@ -182,3 +182,36 @@ func TestTheInsideVerdictOnEachReading(t *testing.T) {
 		})
 	}
 }
+
+// TestTheModeOfTheProvidersRole is how the provider's role's standing on the server decides
+// its mode, without a server: a superuser whatever else holds; else delegated where it may
+// create roles and databases and the server would log none of its verifiers; else refused,
+// naming what it lacks or the settings that would log.
+func TestTheModeOfTheProvidersRole(t *testing.T) {
+	for name, tc := range map[string]struct {
+		super, createRole, createDB bool
+		loud                        []string
+		mode                        Mode
+		says                        string
+	}{
+		"a superuser":                          {super: true, mode: ModeSuperuser},
+		"a superuser on a server that logs":    {super: true, loud: []string{"log_statement = all"}, mode: ModeSuperuser},
+		"delegated":                            {createRole: true, createDB: true, mode: ModeDelegated},
+		"without CREATEDB":                     {createRole: true, says: "is not a superuser and lacks CREATEDB, so it can neither"},
+		"without both":                         {says: "lacks CREATEROLE and CREATEDB, so it can neither"},
+		"on a server that would log verifiers": {createRole: true, createDB: true, loud: []string{"log_statement = all", "pg_stat_statements.track = all"}, says: "logs what the provider would send it (log_statement = all, pg_stat_statements.track = all)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			mode, err := modeOf(tc.super, tc.createRole, tc.createDB, tc.loud, "novox@127.0.0.1:5432", "novox")
+			is.Equal(mode, tc.mode)
+			if tc.says == "" {
+				is.NoErr(err)
+				return
+			}
+			is.True(err != nil && strings.Contains(err.Error(), tc.says))                          // says what is wrong
+			is.True(strings.HasPrefix(err.Error(), "the server novox@127.0.0.1:5432"))             // names the server
+			is.True(strings.Contains(err.Error(), "the provider's role novox is not a superuser")) // and the role
+		})
+	}
+}

@@ -148,8 +148,14 @@ func (b *Backend) Standing(ctx context.Context) error {
 	if recovery { // nothing it says is the provider's to act on: a primary's record may differ
 		return b.reach.inRecovery(conn.Conn().PgConn())
 	}
-	if err := b.learnRole(super, createRole, createDB, version, loud); err != nil {
+	mode, err := modeOf(super, createRole, createDB, loud, b.reach.server, b.self)
+	if err != nil {
 		return err
+	}
+	// Superuser mode is the provider's first and usual one: named once it is left or entered
+	// again, delegated mode always.
+	if old := b.role.Swap(&serverRole{mode: mode, powers: powersOf(mode, version, b.self)}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
+		b.voice.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.reach.server, mode)
 	}
 	if b.archives != nil && !b.archives.checked.Swap(true) {
 		_ = b.archives.dumpable(ctx, version/10000) // a pg_dump that cannot dump the server is said at the start
@@ -157,10 +163,13 @@ func (b *Backend) Standing(ctx context.Context) error {
 	return nil
 }
 
-// learnRole records the provider's mode from what sqlServerRole answered; an error says what
-// the role lacks where it can be neither, or, where it is not a superuser, which of the
-// server's settings would log the verifiers it writes.
-func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud []string) error {
+// modeOf is the mode of the provider's role self on server, from what sqlServerRole answered;
+// an error says what the role lacks where it can be neither, or, where it is not a superuser,
+// which of the server's settings would log the verifiers it writes.
+func modeOf(super, createRole, createDB bool, loud []string, server, self string) (Mode, error) {
+	if super {
+		return ModeSuperuser, nil
+	}
 	var lacks []string
 	if !createRole {
 		lacks = append(lacks, "CREATEROLE")
@@ -168,25 +177,16 @@ func (b *Backend) learnRole(super, createRole, createDB bool, version int, loud 
 	if !createDB {
 		lacks = append(lacks, "CREATEDB")
 	}
-	mode := ModeSuperuser
-	if !super {
-		if len(lacks) > 0 {
-			return fmt.Errorf("the server %s: the provider's role %s is not a superuser and lacks %s, so it can neither "+
-				"create consumers' roles nor their databases; connect as a superuser, or give the role CREATEROLE and "+
-				"CREATEDB (--database-url)", b.reach.server, b.self, strings.Join(lacks, " and "))
-		}
-		if len(loud) > 0 {
-			return fmt.Errorf("the server %s logs what the provider would send it (%s): the verifier of a consumer's password "+
-				"would be in its log, and the provider's role %s is not a superuser, which could turn that off for its "+
-				"own statements; set log_parameter_max_length = 0 for the role (ALTER ROLE %s SET ..., as a superuser or "+
-				"in the platform's parameter group), or turn that logging off", b.reach.server, strings.Join(loud, ", "), b.self, b.self)
-		}
-		mode = ModeDelegated
+	if len(lacks) > 0 {
+		return "", fmt.Errorf("the server %s: the provider's role %s is not a superuser and lacks %s, so it can neither "+
+			"create consumers' roles nor their databases; connect as a superuser, or give the role CREATEROLE and "+
+			"CREATEDB (--database-url)", server, self, strings.Join(lacks, " and "))
 	}
-	// Superuser mode is the provider's first and usual one: named once it is left or entered
-	// again, delegated mode always.
-	if old := b.role.Swap(&serverRole{mode: mode, powers: powersOf(mode, version, b.self)}); old == nil && mode == ModeDelegated || old != nil && old.mode != mode {
-		b.voice.say(slog.LevelInfo, "", "the provider's role %s on %s: %s mode", b.self, b.reach.server, mode)
+	if len(loud) > 0 {
+		return "", fmt.Errorf("the server %s logs what the provider would send it (%s): the verifier of a consumer's password "+
+			"would be in its log, and the provider's role %s is not a superuser, which could turn that off for its "+
+			"own statements; set log_parameter_max_length = 0 for the role (ALTER ROLE %s SET ..., as a superuser or "+
+			"in the platform's parameter group), or turn that logging off", server, strings.Join(loud, ", "), self, self)
 	}
-	return nil
+	return ModeDelegated, nil
 }
