@@ -20,21 +20,33 @@ func (b *Backend) catalogWithin(ctx context.Context, each time.Duration, readsVe
 	defer conn.Release()
 	cctx, cancel := context.WithTimeout(ctx, each)
 	defer cancel()
-	return catalog(cctx, conn, readsVerifiers, roles, databases, named)
+	return catalog(cctx, conn, !b.readOnly, readsVerifiers, roles, databases, named)
 }
 
 // catalog observes each consumer (role and database, verifier included where the provider may
 // read it: readsVerifiers) and asks which of the named extensions the server has available,
 // at which default version (listing those reads every control file, so only where some are
-// named), in one round trip.
-func catalog(ctx context.Context, conn *pgxpool.Conn, readsVerifiers bool, roles, databases, named []string) ([]observed, map[string]string, error) {
+// named), in one round trip. Where generic, the observation is planned once a session, for
+// any number of consumers (sqlPlanOnce, local to the round trip's implicit transaction): the
+// server's custom plans for it, which it makes for a statement's first executions on each
+// session, took 1.2-1.7 s at 10,000 consumers where the generic plan takes 0.3 s. A Backend
+// that only looks (a plan) sets nothing, and takes the server's choice.
+func catalog(ctx context.Context, conn *pgxpool.Conn, generic, readsVerifiers bool, roles, databases, named []string) ([]observed, map[string]string, error) {
 	batch := &pgx.Batch{}
+	if generic {
+		batch.Queue(sqlPlanOnce)
+	}
 	batch.Queue(observeSQL(reading{verifier: true}, readsVerifiers), roles, databases, consumerSearchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text, coalesce(default_version::text, '') FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}
 	results := conn.SendBatch(ctx, batch)
 	defer results.Close()
+	if generic {
+		if _, err := results.Exec(); err != nil {
+			return nil, nil, err
+		}
+	}
 	rows, err := results.Query()
 	if err != nil {
 		return nil, nil, err

@@ -131,7 +131,10 @@ var observedColumns = []column{
 
 // observeSQL is the one query that observes consumers: $1 their roles, $2 their databases,
 // $3 the provider's search_path; one row each, in their order, of observedColumns. A provider
-// that is not a superuser reads no verifier (they are a superuser's to read).
+// that is not a superuser reads no verifier (they are a superuser's to read). The roles are
+// those of the consumers' list (w), not rolname = ANY($1): planned generically, as a check
+// plans it (catalog), that took 4.5 s at 10,000 consumers on PostgreSQL 17, the databases
+// joined by a nested loop as if the list were short, where this takes 0.3 s.
 func observeSQL(r reading, readsVerifiers bool) string {
 	r.verifier = r.verifier && readsVerifiers
 	columns := make([]string, len(observedColumns))
@@ -151,7 +154,7 @@ func observeSQL(r reading, readsVerifiers bool) string {
 		claimJoin = sqlClaimJoin
 	}
 	return `WITH RECURSIVE w AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w (role, db, i)),
-r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname = ANY($1::text[])),
+r AS (SELECT * FROM pg_catalog.pg_roles WHERE rolname IN (SELECT w.role FROM w)),
 roots AS (SELECT oid FROM r), ` + sqlMemberships + heldCTE + `
 SELECT ` + strings.Join(columns, ",\n       ") + `
 FROM w

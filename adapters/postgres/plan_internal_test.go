@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/tests/pgserver"
@@ -65,4 +67,50 @@ func TestTheRoleTransactionPlansTheObservationOnce(t *testing.T) {
 	}
 	is.Equal(setting("plan_cache_mode"), "auto") // the transaction's setting only
 	is.Equal(setting("log_statement"), logged)
+}
+
+// A check's catalog query is planned generically where the Backend acts, once a session for
+// any number of consumers (the server's custom plans for it grow far faster than the
+// consumers), the setting being its round trip's only; a Backend that only looks (a plan)
+// sets nothing, and the server plans it as it chooses.
+func TestTheChecksCatalogQueryIsPlannedOnce(t *testing.T) {
+	is := is.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, pgserver.Shared(t).URL)
+	is.NoErr(err)
+	defer pool.Close()
+	conn, err := pool.Acquire(ctx)
+	is.NoErr(err)
+	defer conn.Release()
+	plans := func() (generic, custom int64) {
+		err := conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_catalog.pg_prepared_statements WHERE statement = $1",
+			observeSQL(reading{verifier: true}, true)).Scan(&generic, &custom)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, 0
+		}
+		is.NoErr(err)
+		return generic, custom
+	}
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = auto") // the server's default, whatever this one's is
+	is.NoErr(err)
+	roles := []string{"catalog_a", "catalog_b", "catalog_c"}
+
+	for range 2 { // a plan's
+		_, _, err := catalog(ctx, conn, false, true, roles, roles, nil)
+		is.NoErr(err)
+	}
+	generic, custom := plans()
+	is.Equal(generic, int64(0)) // planned as the server chooses: custom, for its first executions
+	is.Equal(custom, int64(2))
+	for range 2 { // a check's
+		_, _, err := catalog(ctx, conn, true, true, roles, roles, []string{"pg_trgm"})
+		is.NoErr(err)
+	}
+	g, c := plans()
+	is.Equal(g, int64(2)) // planned generically
+	is.Equal(c, custom)   // never for the consumers asked
+	var mode string
+	is.NoErr(conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('plan_cache_mode')").Scan(&mode))
+	is.Equal(mode, "auto") // the round trip's setting only
 }
