@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/novox/postgres-provider/domain"
+	"github.com/novox/postgres-provider/ports"
 )
 
 // loginWorld is a world whose backend checks passwords by logging in, with n consumers listed
@@ -214,7 +216,7 @@ func TestEveryCheckIsGrantedALoginWhereTheBackendChecksOtherwise(t *testing.T) {
 
 // A pass whose only business is logins on their budget checks the backend as a whole without
 // reading its record, which every verify pass still reads; a problem that check finds is said
-// once and stops the pass's logins, and once it is over the record is read at once.
+// once and stops the pass's logins, and the first pass after it is over reads the record.
 func TestPassesThatOnlyLogInReadNoRecord(t *testing.T) {
 	is := is.New(t)
 	every := 10 * time.Minute
@@ -233,9 +235,14 @@ func TestPassesThatOnlyLogInReadNoRecord(t *testing.T) {
 
 	w.backend.managedErr = errors.New("down")
 	w.log.take()
-	w.pass(w.h.UntilNext()) // no verify pass: only logins are due
 	w.backend.mu.Lock()
-	logins = len(w.backend.logins)
+	managed, standing, logins = w.backend.managed, w.backend.standing, len(w.backend.logins)
+	w.backend.mu.Unlock()
+	r := w.pass(w.h.UntilNext()) // no verify pass: only logins are due
+	is.Equal(r.ServerProblem, "down")
+	w.backend.mu.Lock()
+	is.Equal(w.backend.standing, standing+1) // found by the check of the backend as a whole
+	is.Equal(w.backend.managed, managed)     // not by a record read
 	w.backend.mu.Unlock()
 	for range 3 {
 		r := w.pass(w.h.UntilNext())
@@ -253,4 +260,39 @@ func TestPassesThatOnlyLogInReadNoRecord(t *testing.T) {
 	w.backend.mu.Lock()
 	is.Equal(w.backend.managed, managed+1) // the record read again once it could be
 	w.backend.mu.Unlock()
+}
+
+// A withdrawal that falls due while a pass that did not read the record checks logins is made
+// on the record, read first in that pass, never on the one an earlier pass read.
+func TestAWithdrawalThatFallsDueDuringLoginChecksReadsTheRecordFirst(t *testing.T) {
+	is := is.New(t)
+	const n = 20
+	w, names := loginWorld(t, n, domain.Config{Every: 5 * time.Second, VerifyEvery: time.Minute, LoginCheckEvery: 20 * time.Second,
+		LoginRate: 10, WithdrawSettle: 10 * time.Second})
+	w.runFor(2 * time.Minute)
+	var entries []entry
+	for _, as := range names[:n-1] {
+		entries = append(entries, consumer(as, "/s/"+as))
+	}
+	w.contributions(entries...) // the last no longer listed
+	w.backend.holdsFn = func(context.Context, ports.Provision) error {
+		w.clk.Add(6 * time.Second) // a login check that takes its time
+		return nil
+	}
+	for range 20 {
+		w.backend.mu.Lock()
+		managed, standing := w.backend.managed, w.backend.standing
+		w.backend.mu.Unlock()
+		w.pass(w.h.UntilNext())
+		w.backend.mu.Lock()
+		removed, read, stood := len(w.backend.removes) > 0, w.backend.managed-managed, w.backend.standing-standing
+		w.backend.mu.Unlock()
+		if removed {
+			is.Equal(stood, 1) // a pass that began as one of logins only
+			is.Equal(read, 1)  // read the record before it withdrew
+			return
+		}
+		is.True(read+stood <= 1) // one look at the backend as a whole a pass
+	}
+	t.Fatal("never withdrawn")
 }

@@ -76,12 +76,12 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	h.listing(items)
 	leaving := h.planLeaving()
 	// The record is read at a verify pass, where a consumer changed or is to be withdrawn, and
-	// once the backend can be used again after it could not.
-	record, partDue := !h.recordRead || verifying || h.server.text != "", false
+	// by the first pass that uses the backend after it could not be used.
+	record, partDue := !h.recordRead || verifying, false
 	if !record {
 		var changed bool
 		changed, partDue = h.pending(items)
-		record = changed || h.due(leaving)
+		record = changed || h.due(leaving) || partDue && h.server.text != ""
 	}
 	switch {
 	case record:
@@ -94,8 +94,7 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 		leaving = h.planLeaving()
 	case partDue:
 		// Only parts of checks on their budget are due: the backend as a whole is checked, and
-		// the record, which nothing this pass changes or withdraws by, is read at the next pass
-		// that needs it (a verify pass at the latest).
+		// the record is read by the next pass that needs it (a verify pass at the latest).
 		if !h.standing(ctx, &r) {
 			h.settleUnchecked(items, &r)
 			return r
@@ -107,6 +106,14 @@ func (h *Harness) Reconcile(ctx context.Context) (r Report) {
 	h.run(ctx, items)
 	h.phase("settling", 0)
 	h.settle(items, &r)
+	if !record && h.due(leaving) {
+		// Fallen due while this pass checked what was due: withdrawn on a record read first.
+		h.phase("reading the record", 0)
+		if !h.readRecord(ctx, &r) {
+			return r
+		}
+		leaving = h.planLeaving()
+	}
 	h.withdraw(ctx, leaving, &r)
 	return r
 }

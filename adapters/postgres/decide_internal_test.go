@@ -198,6 +198,7 @@ func TestTheModeOfTheProvidersRole(t *testing.T) {
 		"a superuser on a server that logs":    {super: true, loud: []string{"log_statement = all"}, mode: ModeSuperuser},
 		"delegated":                            {createRole: true, createDB: true, mode: ModeDelegated},
 		"without CREATEDB":                     {createRole: true, says: "is not a superuser and lacks CREATEDB, so it can neither"},
+		"without CREATEROLE":                   {createDB: true, says: "is not a superuser and lacks CREATEROLE, so it can neither"},
 		"without both":                         {says: "lacks CREATEROLE and CREATEDB, so it can neither"},
 		"on a server that would log verifiers": {createRole: true, createDB: true, loud: []string{"log_statement = all", "pg_stat_statements.track = all"}, says: "logs what the provider would send it (log_statement = all, pg_stat_statements.track = all)"},
 	} {

@@ -184,9 +184,10 @@ func scanObserved(rows pgx.Rows) ([]observed, error) {
 // statement the session keeps prepared, is otherwise planned anew for every consumer by the
 // server's custom plans, which it never gives up for this query (1.3-2.3 ms of the server's
 // CPU each on PostgreSQL 15, more than running it takes; the generic plan takes 0.05 ms and
-// runs as fast). Create's role transaction opens with it. Foresee's reading does not: a plan
-// sends nothing that sets anything but its sessions' read-only mode (TestPlanNamesEveryAction-
-// AndChangesNothing), and a plan is run by hand, not at every pass.
+// runs as fast). Create's role transaction opens with it, and a check's catalog round trip
+// (catalog) starts with it, local to the round trip's implicit transaction. Foresee's reading
+// does not: a plan sends nothing that sets anything but its sessions' read-only mode
+// (TestPlanNamesEveryActionAndChangesNothing), and a plan is run by hand, not at every pass.
 const sqlPlanOnce = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // observe reads one consumer, role and database ("" where only the role matters), in one
