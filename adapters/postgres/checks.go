@@ -27,7 +27,7 @@ import (
 func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
 	var told atomic.Int64
 	answered := func(n int) { told.Add(int64(n)); ports.Answered(ctx, n) }
-	found := b.check(ctx, ps, each, answered)
+	found := b.check(ctx, ps, each, answered, false)
 	ports.Answered(ctx, len(ps)-int(told.Load())) // those answered without a call: refused, or not asked
 	out := make([]ports.Checked, len(ps))
 	for i, c := range found {
@@ -52,8 +52,11 @@ type checked struct {
 
 // check is HoldsAll with the changes typed, for Foresee to read as they are. answered, where
 // not nil, is told as checks are answered: those the catalog decides at once, then each check
-// inside a database as it returns.
-func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration, answered func(int)) []checked {
+// inside a database as it returns. A check stops at the first drift, the catalog's or a
+// login's: a create is due either way. A plan's (pastDrift) goes on into the database where
+// the consumer names extensions there and the provider may enter it, to find what Create,
+// having repaired the rest, would refuse to make there, and what else it would make.
+func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration, answered func(int), pastDrift bool) []checked {
 	if answered == nil {
 		answered = func(int) {}
 	}
@@ -93,6 +96,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	var deep []int                         // the consumers whose databases must be looked into
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	lacks := make([][]string, len(index))  // and those the provider does not make for it
+	drift := make([][]change, len(index))  // and what the catalog found, where a plan goes on past it
 	for k, i := range index {
 		inside[k] = make([]string, 0, len(wants[i].extensions))
 		for _, x := range wants[i].extensions {
@@ -109,18 +113,21 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 			}
 			inside[k] = inside[k][:0]
 		}
-		if len(cs) > 0 || len(inside[k]) == 0 && !(byLogin && ps[i].Login) {
+		asks := len(inside[k]) > 0 || byLogin && ps[i].Login // of the server, beyond the catalog
+		past := pastDrift && len(inside[k]) > 0 && !hasKind(cs, databaseMissing, closedToProvider, connectionsOff)
+		if len(cs) > 0 && !past || !asks {
 			out[i].changes = cs
 			continue
 		}
+		drift[k] = cs
 		deep = append(deep, k)
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
-	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin, schemaOwner: s.schemaOwner}
+	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin, pastDrift: pastDrift, schemaOwner: s.schemaOwner}
 	boundedEach(len(deep), cap(b.conns.slots), func(j int) {
 		k := deep[j]
 		i := index[k]
-		out[i] = b.checkInside(ctx, batch, ps[i], wants[i], seen[k], inside[k])
+		out[i] = b.checkInside(ctx, batch, ps[i], wants[i], seen[k], inside[k], drift[k])
 		answered(1)
 	})
 	for k, i := range index {
@@ -133,22 +140,25 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 
 // insideBatch is what the checks inside databases of one batch share: the time each has from
 // when it has its slot, whether one timed out (after which none asks), the extensions the
-// server has at their default versions, what it offers of them, read once, and whether
-// passwords are checked by logging in (the provider may not read them: powers).
+// server has at their default versions, what it offers of them, read once, whether
+// passwords are checked by logging in (the provider may not read them: powers), and whether
+// the check goes on past drift (a plan's: check).
 type insideBatch struct {
 	each        time.Duration
 	timedOut    atomic.Bool
 	available   map[string]string
 	offer       *offerings
 	byLogin     bool
+	pastDrift   bool
 	schemaOwner string // who must own the provider's schema, in a refusal's words (powers)
 }
 
-// checkInside checks one consumer that the catalog found as defined inside its database (and,
-// for a provider that is not a superuser, its password by logging in), in one of the slots,
-// within the batch's each from when it has one; once one of the batch timed out, it asks
-// nothing.
-func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.Provision, w wanted, o observed, names []string) (out checked) {
+// checkInside checks one consumer inside its database (and, for a provider that is not a
+// superuser, its password by logging in), in one of the slots, within the batch's each from
+// when it has one; once one of the batch timed out, it asks nothing. drift is what the catalog
+// found of it, where a plan goes on past it (the login is then not asked: the catalog's drift
+// makes it a repair already); a plan goes on past a stale password too.
+func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.Provision, w wanted, o observed, names []string, drift []change) (out checked) {
 	each, timedOut := batch.each, &batch.timedOut
 	var release func()
 	var err error
@@ -177,9 +187,13 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 		}
 		slot()
 	}
-	if batch.byLogin && p.Login {
+	if batch.byLogin && p.Login && len(drift) == 0 {
 		ok, err := b.conns.logsIn(dctx, w.database, w.role, p.Password)
-		if err != nil || !ok || len(names) == 0 {
+		if !ok && err == nil {
+			drift = []change{{kind: passwordStale}}
+		}
+		last := err != nil || !ok && !batch.pastDrift || len(names) == 0 // nothing more is asked
+		if last {
 			release()
 		}
 		switch {
@@ -189,10 +203,8 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 			}
 			out.Err = checkErr(err, "check the password of %s by logging in", w.role)
 			return out
-		case !ok:
-			out.changes = []change{{kind: passwordStale}}
-			return out
-		case len(names) == 0:
+		case last:
+			out.changes = drift
 			return out
 		}
 	}
@@ -203,6 +215,7 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 		}
 		return checked{Checked: ports.Checked{Err: checkErr(err, "check extensions in %s", w.database)}}
 	}
+	out.changes = append(drift, out.changes...)
 	if !o.searchPath {
 		out.changes = append(out.changes, change{kind: searchPathUnset})
 	}

@@ -19,8 +19,10 @@ import (
 // roles and databases are read, the settings tried and the verdicts reached in one read-only
 // transaction (no lock is taken, not even the consumer's advisory lock, and nothing is written,
 // not even the record), then the consumers the provider may take are checked as HoldsAll
-// checks them. each bounds the reading of one consumer, and each check. A consumer Create would
-// refuse is answered with the reason its error would give.
+// checks them, but past the drift a check stops at where they name extensions (check). each
+// bounds the reading of one consumer, and each check. A consumer Create would refuse is
+// answered with the reason its error would give; where Create would refuse inside its
+// database, with what it lacks, but not the updates it would not make.
 func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Foresight {
 	out := make([]ports.Foresight, len(ps))
 	wants := make([]wanted, len(ps))
@@ -67,13 +69,13 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		checked[k] = ps[i]
 		checked[k].Login = true // what Create would do turns on the password too
 	}
-	for k, a := range b.check(ctx, checked, each, nil) {
+	for k, a := range b.check(ctx, checked, each, nil, true) {
 		i := check[k]
 		switch {
 		case a.Err != nil:
 			out[i].Err = a.Err
-		case a.refusal != nil: // what Create refuses inside its database, in its words
-			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{a.refusal.Error()}}
+		case a.refusal != nil: // what Create refuses inside its database, in its words, and what it lacks
+			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{a.refusal.Error()}, Lacks: a.Lacks}
 			continue
 		case looks[i].act == ports.ActAdopt:
 			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: define(wants[i], b.resource).adoptionWords(a.changes)}

@@ -119,6 +119,68 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 	}
 }
 
+// TestAPlanGoesPastDriftToWhatCreateRefusesInside: where the catalog finds drift (a
+// connection limit) or a login finds a stale password, a check stops, as a create is due; a
+// plan goes on into the consumer's database, so that it names the refusal Create meets there,
+// in its words, with what the consumer lacks, and otherwise what Create makes there besides.
+func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	_, err := plan.Managed(ctx)
+	is.NoErr(err)
+
+	// The consumer makes a schema named as the provider's, and its role drifts.
+	squatted, grown := provision(name("squat")), provision(name("grown"))
+	e.mustCreate(squatted)
+	e.mustCreate(grown)
+	_, err = e.mustLogin(squatted.As, squatted.Password, squatted.As).Exec(ctx, "CREATE SCHEMA extensions")
+	is.NoErr(err)
+	e.exec("", `ALTER ROLE "`+squatted.As+`" CONNECTION LIMIT 3`, `ALTER ROLE "`+grown.As+`" CONNECTION LIMIT 3`)
+	squatted.Values["extensions"] = []any{"pg_trgm", "no_such_extension"}
+	grown.Values["extensions"] = []any{"pg_trgm"}
+
+	seen := plan.Foresee(ctx, []ports.Provision{squatted, grown}, 30*time.Second)
+	is.NoErr(seen[0].Err)
+	is.NoErr(seen[1].Err)
+	is.Equal(seen[0].Act, ports.ActRefuse) // not a repair of its limit
+	is.Equal(len(seen[0].Lacks), 1)        // and what it lacks besides
+	is.True(strings.Contains(seen[0].Lacks[0], "no_such_extension"))
+	is.Equal(seen[1].Act, ports.ActRepair)
+	is.True(slices.Contains(seen[1].Why, "connection limit"))          // the catalog's drift
+	is.True(slices.Contains(seen[1].Why, "extension pg_trgm missing")) // and what Create makes inside
+
+	_, err = e.b.Create(ctx, squatted)
+	is.True(errors.Is(err, ports.ErrRefused))
+	is.Equal(err.Error(), seen[0].Why[0]) // the same words
+	did, err := e.b.Create(ctx, grown)
+	is.NoErr(err)
+	is.Equal(did, ports.ActRepair)
+	is.True(slices.Contains(e.extensions(grown.As), "pg_trgm"))
+
+	// A provider that checks passwords by logging in: the consumer changed its own, and made
+	// the schema.
+	d, prov := e.delegated()
+	dplan := e.backendWith(postgres.Config{URL: e.urlAs(prov, "prov-pw"), ReadOnly: true})
+	_, err = dplan.Managed(ctx)
+	is.NoErr(err)
+	stale := provision(name("stale"))
+	_, err = d.Create(ctx, stale)
+	is.NoErr(err)
+	conn := e.mustLogin(stale.As, stale.Password, stale.As)
+	_, err = conn.Exec(ctx, "CREATE SCHEMA extensions")
+	is.NoErr(err)
+	_, err = conn.Exec(ctx, "ALTER ROLE CURRENT_USER PASSWORD 'their-own'")
+	is.NoErr(err)
+	stale.Values["extensions"] = []any{"pg_trgm"}
+	seen = dplan.Foresee(ctx, []ports.Provision{stale}, 30*time.Second)
+	is.NoErr(seen[0].Err)
+	is.Equal(seen[0].Act, ports.ActRefuse) // not a repair of its password
+	_, err = d.Create(ctx, stale)
+	is.True(errors.Is(err, ports.ErrRefused))
+	is.Equal(err.Error(), seen[0].Why[0])
+}
+
 // BenchmarkForesee is a plan's question of the server: 1,000 consumers of which nothing exists
 // (every one looked at in the read-only transaction, none checked), and 20 that exist, with
 // pg_trgm (looked at, then checked as a verify pass checks them).
