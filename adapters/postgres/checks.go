@@ -55,7 +55,8 @@ type checked struct {
 // inside a database as it returns. A check stops at the first drift, the catalog's or a
 // login's: a create is due either way. A plan's (pastDrift) goes on into the database where
 // the consumer names extensions there and the provider may enter it, to find what Create,
-// having repaired the rest, would refuse to make there, and what else it would make.
+// having repaired the rest, would refuse to make there, and what else it would make; where
+// the database is yet to be made, what Create would refuse to make in it (refusedInNew).
 func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration, answered func(int), pastDrift bool) []checked {
 	if answered == nil {
 		answered = func(int) {}
@@ -93,6 +94,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		return out
 	}
 	b.verified.verifyAll(ps, wants, index, seen, byLogin)
+	offer := newOfferings(b.pool)          // what the server offers, read once for the batch where asked
 	var deep []int                         // the consumers whose databases must be looked into
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	lacks := make([][]string, len(index))  // and those the provider does not make for it
@@ -114,16 +116,25 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 			inside[k] = inside[k][:0]
 		}
 		asks := len(inside[k]) > 0 || byLogin && ps[i].Login // of the server, beyond the catalog
-		past := pastDrift && len(inside[k]) > 0 && !hasKind(cs, databaseMissing, closedToProvider, connectionsOff)
+		made := seen[k].role && seen[k].database
+		past := pastDrift && len(inside[k]) > 0 && made && !hasKind(cs, closedToProvider, connectionsOff)
 		if len(cs) > 0 && !past || !asks {
 			out[i].changes = cs
+			if pastDrift && len(inside[k]) > 0 && !seen[k].database { // to be made
+				switch err := refusedInNew(ctx, offer, wants[i], inside[k]); {
+				case ports.IsRefusal(err):
+					out[i].refusal = err
+				case err != nil:
+					out[i].Err = checkErr(err, "list the extensions available for %s", wants[i].database)
+				}
+			}
 			continue
 		}
 		drift[k] = cs
 		deep = append(deep, k)
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
-	batch := &insideBatch{each: each, available: available, offer: newOfferings(b.pool), byLogin: byLogin, pastDrift: pastDrift, schemaOwner: s.schemaOwner}
+	batch := &insideBatch{each: each, available: available, offer: offer, byLogin: byLogin, pastDrift: pastDrift, schemaOwner: s.schemaOwner}
 	boundedEach(len(deep), cap(b.conns.slots), func(j int) {
 		k := deep[j]
 		i := index[k]
@@ -285,6 +296,23 @@ func (b *Backend) inDatabase(ctx context.Context, w wanted, names []string, batc
 		h.Kept = append(h.Kept, "extension "+x+" kept: no longer named, never dropped")
 	}
 	return h, nil
+}
+
+// refusedInNew is refusedMaking for a consumer whose database Create is yet to make: each of
+// names, at the version it wants, in a database where nothing is installed that the rule weighs
+// (a copy of template1, of which what an operator installed there is not seen). offer is what
+// the server offers, read once for the batch.
+func refusedInNew(ctx context.Context, offer *offerings, w wanted, names []string) error {
+	all, err := offer.catalog(ctx)
+	if err != nil {
+		return err
+	}
+	named := make([]installed, len(names))
+	for i, x := range names {
+		want := w.want(x, all[x].def)
+		named[i] = installed{name: x, want: want, known: slices.Contains(all[x].versions, want)}
+	}
+	return refusedMaking(ctx, offer.catalog, w.database, named, nil)
 }
 
 // has is whether m has the key k.

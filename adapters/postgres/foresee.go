@@ -46,7 +46,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		}
 		return out
 	}
-	var check []int // the roles that exist and Create may take: what a check says decides
+	var check []int // the roles Create may take or make: what a check says decides
 	for _, i := range valid {
 		w, l := wants[i], looks[i]
 		switch {
@@ -60,6 +60,9 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 				why = append(why, "database "+w.database)
 			}
 			out[i] = ports.Foresight{Act: ports.ActCreate, Why: why}
+			if len(w.extensions) > 0 { // what it would lack, or Create refuse to make there
+				check = append(check, i)
+			}
 		default:
 			check = append(check, i)
 		}
@@ -74,9 +77,10 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		switch {
 		case a.Err != nil:
 			out[i].Err = a.Err
-		case a.refusal != nil: // what Create refuses inside its database, in its words, and what it lacks
+		case a.refusal != nil: // what Create refuses inside its database (or the one it makes), in its words, and what it lacks
 			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{a.refusal.Error()}, Lacks: a.Lacks}
 			continue
+		case looks[i].act == ports.ActCreate: // as looked at; what it would lack follows
 		case looks[i].act == ports.ActAdopt:
 			out[i] = ports.Foresight{Act: ports.ActAdopt, Why: define(wants[i], b.resource).adoptionWords(a.changes)}
 		case len(a.changes) == 0:

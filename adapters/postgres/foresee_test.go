@@ -181,6 +181,41 @@ func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
 	is.Equal(err.Error(), seen[0].Why[0])
 }
 
+// TestAPlanSaysWhatANewConsumerWouldLackOrBeRefused: of a consumer whose role and database
+// Create is yet to make, a plan says what it would lack, and refuses, in Create's words, one
+// naming an extension whose control file puts it in a schema the provider does not own.
+func TestAPlanSaysWhatANewConsumerWouldLackOrBeRefused(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
+	_, err := plan.Managed(ctx)
+	is.NoErr(err)
+	fixed := "novox_fixed_" + run
+	e.srv.InstallExtension(e.t, map[string]string{
+		fixed + ".control":  "comment = 'fixed in schema public, for the tests of the provider'\ndefault_version = '1.0'\nschema = public\nsuperuser = true\n",
+		fixed + "--1.0.sql": "CREATE FUNCTION " + fixed + "_one() RETURNS int LANGUAGE sql AS 'SELECT 1';\n",
+	})
+	lacking, placed := provision(name("lacking"), "pg_trgm", "no_such_extension"), provision(name("placed"), "pg_trgm", fixed)
+
+	seen := plan.Foresee(ctx, []ports.Provision{lacking, placed}, 30*time.Second)
+	is.NoErr(seen[0].Err)
+	is.NoErr(seen[1].Err)
+	is.Equal(seen[0].Act, ports.ActCreate)
+	is.Equal(len(seen[0].Lacks), 1) // what it would lack
+	is.True(strings.Contains(seen[0].Lacks[0], "no_such_extension"))
+	is.Equal(seen[1].Act, ports.ActRefuse) // not a create
+
+	did, err := e.b.Create(ctx, lacking)
+	is.Equal(did, ports.ActCreate)
+	var incomplete *ports.Incomplete
+	is.True(errors.As(err, &incomplete))
+	is.Equal(incomplete.Lacks, seen[0].Lacks) // as the plan said
+	_, err = e.b.Create(ctx, placed)
+	is.True(errors.Is(err, ports.ErrRefused))
+	is.Equal(err.Error(), seen[1].Why[0]) // in its words
+	is.True(!slices.Contains(e.extensions(placed.As), fixed))
+}
+
 // BenchmarkForesee is a plan's question of the server: 1,000 consumers of which nothing exists
 // (every one looked at in the read-only transaction, none checked), and 20 that exist, with
 // pg_trgm (looked at, then checked as a verify pass checks them).
