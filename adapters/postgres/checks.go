@@ -99,6 +99,7 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 	inside := make([][]string, len(index)) // the extensions each names that are looked into
 	lacks := make([][]string, len(index))  // and those the provider does not make for it
 	drift := make([][]change, len(index))  // and what the catalog found, where a plan goes on past it
+	var toMake []int                       // and, in a plan, those whose database Create is to make
 	for k, i := range index {
 		inside[k] = make([]string, 0, len(wants[i].extensions))
 		for _, x := range wants[i].extensions {
@@ -120,13 +121,8 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		past := pastDrift && len(inside[k]) > 0 && made && !hasKind(cs, closedToProvider, connectionsOff)
 		if len(cs) > 0 && !past || !asks {
 			out[i].changes = cs
-			if pastDrift && len(inside[k]) > 0 && !seen[k].database { // to be made
-				switch err := refusedInNew(ctx, offer, wants[i], inside[k]); {
-				case ports.IsRefusal(err):
-					out[i].refusal = err
-				case err != nil:
-					out[i].Err = checkErr(err, "list the extensions available for %s", wants[i].database)
-				}
+			if pastDrift && len(inside[k]) > 0 && !seen[k].database {
+				toMake = append(toMake, k)
 			}
 			continue
 		}
@@ -134,6 +130,18 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		deep = append(deep, k)
 	}
 	answered(len(index) - len(deep)) // decided by the catalog alone
+	if len(toMake) > 0 {
+		mctx, cancel := context.WithTimeout(ctx, each) // what the server offers, read once
+		for _, k := range toMake {
+			i := index[k]
+			err := refusedInNew(mctx, offer, wants[i], inside[k])
+			if err != nil && !ports.IsRefusal(err) {
+				break // it could not be read: what a plan says of them is what Create makes first
+			}
+			out[i].refusal = err
+		}
+		cancel()
+	}
 	batch := &insideBatch{each: each, available: available, offer: offer, byLogin: byLogin, pastDrift: pastDrift, schemaOwner: s.schemaOwner}
 	boundedEach(len(deep), cap(b.conns.slots), func(j int) {
 		k := deep[j]
@@ -170,6 +178,11 @@ type insideBatch struct {
 // found of it, where a plan goes on past it (the login is then not asked: the catalog's drift
 // makes it a repair already); a plan goes on past a stale password too.
 func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.Provision, w wanted, o observed, names []string, drift []change) (out checked) {
+	defer func() {
+		if out.Err != nil && len(drift) > 0 { // a plan's look past drift that could not be made: the drift is its answer
+			out = checked{changes: drift}
+		}
+	}()
 	each, timedOut := batch.each, &batch.timedOut
 	var release func()
 	var err error
@@ -226,7 +239,7 @@ func (b *Backend) checkInside(ctx context.Context, batch *insideBatch, p ports.P
 		}
 		return checked{Checked: ports.Checked{Err: checkErr(err, "check extensions in %s", w.database)}}
 	}
-	out.changes = append(drift, out.changes...)
+	out.changes = slices.Concat(drift, out.changes)
 	if !o.searchPath {
 		out.changes = append(out.changes, change{kind: searchPathUnset})
 	}

@@ -75,7 +75,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 	for k, a := range b.check(ctx, checked, each, nil, true) {
 		i := check[k]
 		switch {
-		case a.Err != nil:
+		case a.Err != nil && looks[i].act != ports.ActCreate: // one to be made is said as looked at
 			out[i].Err = a.Err
 		case a.refusal != nil: // what Create refuses inside its database (or the one it makes), in its words, and what it lacks
 			out[i] = ports.Foresight{Act: ports.ActRefuse, Why: []string{a.refusal.Error()}, Lacks: a.Lacks}

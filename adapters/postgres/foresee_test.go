@@ -149,10 +149,16 @@ func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
 	is.Equal(seen[1].Act, ports.ActRepair)
 	is.True(slices.Contains(seen[1].Why, "connection limit"))          // the catalog's drift
 	is.True(slices.Contains(seen[1].Why, "extension pg_trgm missing")) // and what Create makes inside
+	held, err := holdsOne(ctx, e.b, squatted)
+	is.NoErr(err)
+	is.Equal(held.Drift, []string{"connection limit"}) // a check stops there: a create is due either way
 
 	_, err = e.b.Create(ctx, squatted)
 	is.True(errors.Is(err, ports.ErrRefused))
 	is.Equal(err.Error(), seen[0].Why[0]) // the same words
+	held, err = holdsOne(ctx, e.b, squatted)
+	is.NoErr(err)
+	is.True(!slices.Contains(held.Drift, "connection limit")) // its role repaired before the refusal inside
 	did, err := e.b.Create(ctx, grown)
 	is.NoErr(err)
 	is.Equal(did, ports.ActRepair)
@@ -179,6 +185,18 @@ func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
 	_, err = d.Create(ctx, stale)
 	is.True(errors.Is(err, ports.ErrRefused))
 	is.Equal(err.Error(), seen[0].Why[0])
+
+	// Where the look inside cannot be made (the database takes no connection of a provider
+	// that is not a superuser), the plan says the drift, as it did.
+	shut := provision(name("shut"))
+	_, err = d.Create(ctx, shut)
+	is.NoErr(err)
+	e.exec("", `ALTER ROLE "`+shut.As+`" CONNECTION LIMIT 3`, `ALTER DATABASE "`+shut.As+`" CONNECTION LIMIT 0`)
+	shut.Values["extensions"] = []any{"pg_trgm"}
+	seen = dplan.Foresee(ctx, []ports.Provision{shut}, 30*time.Second)
+	is.NoErr(seen[0].Err)
+	is.Equal(seen[0].Act, ports.ActRepair)
+	is.Equal(seen[0].Why, []string{"connection limit"})
 }
 
 // TestAPlanSaysWhatANewConsumerWouldLackOrBeRefused: of a consumer whose role and database
