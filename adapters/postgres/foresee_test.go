@@ -13,14 +13,22 @@ import (
 	"github.com/novox/postgres-provider/ports"
 )
 
+// planOn is a Backend on url whose every session the server keeps read-only, as provisioner
+// plan runs one, with the server read first (its mode).
+func (e *env) planOn(url string) *postgres.Backend {
+	e.t.Helper()
+	plan := e.backendWith(postgres.Config{URL: url, ReadOnly: true})
+	_, err := plan.Managed(ctx)
+	is.New(e.t).NoErr(err) // the plan's Backend reads the server
+	return plan
+}
+
 // A Backend whose every session the server keeps read-only (what provisioner plan runs on)
 // foresees each act, with Create's reasons, and writes nothing.
 func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
-	_, err := plan.Managed(ctx) // as a plan does first: the server's mode
-	is.NoErr(err)
+	plan := e.planOn(e.srv.URL)
 
 	fresh, held, limited, plain, super, squatted := provision(name("fresh"), "pg_trgm"), provision(name("held"), "pg_trgm"),
 		provision(name("limited")), provision(name("plain")), provision(name("super")), provision(name("squat"))
@@ -52,7 +60,7 @@ func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
 	is.True(strings.Contains(seen[6].Why[0], "reserved")) // the name's check
 
 	// The same reasons as Create's own errors, which the read-write Backend then meets.
-	_, err = e.b.Create(ctx, super)
+	_, err := e.b.Create(ctx, super)
 	is.True(errors.Is(err, ports.ErrRefused))
 	is.Equal(err.Error(), seen[4].Why[0])
 	_, err = e.b.Create(ctx, squatted)
@@ -69,9 +77,7 @@ func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
 func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
-	_, err := plan.Managed(ctx)
-	is.NoErr(err)
+	plan := e.planOn(e.srv.URL)
 
 	fresh, held, limited, plain, super, squatted, settled, taken, renamed := provision(name("fresh")), provision(name("held")),
 		provision(name("limited")), provision(name("plain")), provision(name("super")), provision(name("squat")),
@@ -84,7 +90,7 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 	e.mustCreate(schemed)
 	// The consumer makes a schema named as the provider's, to plant objects in, and then names
 	// an extension: nothing is made inside its database, and the plan says so in Create's words.
-	_, err = e.mustLogin(schemed.As, schemed.Password, schemed.As).Exec(ctx, "CREATE SCHEMA extensions")
+	_, err := e.mustLogin(schemed.As, schemed.Password, schemed.As).Exec(ctx, "CREATE SCHEMA extensions")
 	is.NoErr(err)
 	schemed.Values["extensions"] = []any{"pg_trgm"}
 	e.exec("", `ALTER ROLE "`+limited.As+`" CONNECTION LIMIT 3`)
@@ -126,15 +132,13 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
-	_, err := plan.Managed(ctx)
-	is.NoErr(err)
+	plan := e.planOn(e.srv.URL)
 
 	// The consumer makes a schema named as the provider's, and its role drifts.
 	squatted, grown := provision(name("squat")), provision(name("grown"))
 	e.mustCreate(squatted)
 	e.mustCreate(grown)
-	_, err = e.mustLogin(squatted.As, squatted.Password, squatted.As).Exec(ctx, "CREATE SCHEMA extensions")
+	_, err := e.mustLogin(squatted.As, squatted.Password, squatted.As).Exec(ctx, "CREATE SCHEMA extensions")
 	is.NoErr(err)
 	e.exec("", `ALTER ROLE "`+squatted.As+`" CONNECTION LIMIT 3`, `ALTER ROLE "`+grown.As+`" CONNECTION LIMIT 3`)
 	squatted.Values["extensions"] = []any{"pg_trgm", "no_such_extension"}
@@ -167,9 +171,7 @@ func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
 	// A provider that checks passwords by logging in: the consumer changed its own, and made
 	// the schema.
 	d, prov := e.delegated()
-	dplan := e.backendWith(postgres.Config{URL: e.urlAs(prov, "prov-pw"), ReadOnly: true})
-	_, err = dplan.Managed(ctx)
-	is.NoErr(err)
+	dplan := e.planOn(e.urlAs(prov, "prov-pw"))
 	stale := provision(name("stale"))
 	_, err = d.Create(ctx, stale)
 	is.NoErr(err)
@@ -205,9 +207,7 @@ func TestAPlanGoesPastDriftToWhatCreateRefusesInside(t *testing.T) {
 func TestAPlanSaysWhatANewConsumerWouldLackOrBeRefused(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
-	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
-	_, err := plan.Managed(ctx)
-	is.NoErr(err)
+	plan := e.planOn(e.srv.URL)
 	fixed := "novox_fixed_" + run
 	e.srv.InstallExtension(e.t, map[string]string{
 		fixed + ".control":  "comment = 'fixed in schema public, for the tests of the provider'\ndefault_version = '1.0'\nschema = public\nsuperuser = true\n",
@@ -239,10 +239,7 @@ func TestAPlanSaysWhatANewConsumerWouldLackOrBeRefused(t *testing.T) {
 // pg_trgm (looked at, then checked as a verify pass checks them).
 func BenchmarkForesee(b *testing.B) {
 	e := newEnv(b)
-	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
-	if _, err := plan.Managed(ctx); err != nil {
-		b.Fatal(err)
-	}
+	plan := e.planOn(e.srv.URL)
 	fresh := make([]ports.Provision, 1000)
 	for i := range fresh {
 		fresh[i] = provision(name("nothing"))

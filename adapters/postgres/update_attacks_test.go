@@ -275,8 +275,5 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // foresee is what a plan (a read-only Backend) says of p.
 func (e *env) foresee(p ports.Provision) ports.Foresight {
 	e.t.Helper()
-	plan := e.backendWith(postgres.Config{URL: e.srv.URL, ReadOnly: true})
-	_, err := plan.Managed(ctx)
-	is.New(e.t).NoErr(err) // the plan's Backend reads the server
-	return plan.Foresee(ctx, []ports.Provision{p}, 30*time.Second)[0]
+	return e.planOn(e.srv.URL).Foresee(ctx, []ports.Provision{p}, 30*time.Second)[0]
 }
