@@ -36,7 +36,7 @@ func catalog(ctx context.Context, conn *pgxpool.Conn, generic, readsVerifiers bo
 	if generic {
 		batch.Queue(sqlPlanOnce)
 	}
-	batch.Queue(observeSQL(reading{verifier: true}, readsVerifiers), roles, databases, consumerSearchPath)
+	batch.Queue(observeSQL(forCheck, readsVerifiers), roles, databases, consumerSearchPath)
 	if len(named) > 0 {
 		batch.Queue("SELECT name::text, coalesce(default_version::text, '') FROM pg_catalog.pg_available_extensions WHERE name = ANY($1)", named)
 	}

@@ -33,16 +33,23 @@ func TestEachObservedFieldIsReadByOneColumn(t *testing.T) {
 }
 
 // A column a reading does not ask for is answered by what stands in its place: no verifier is
-// read where the provider may not read one, nor holdings or a claim where none is asked.
+// read where the provider may not read one, nor memberships, holdings or a claim where none is
+// asked; a withdrawal reads no verifier and no memberships.
 func TestAColumnNotAskedForIsNotRead(t *testing.T) {
 	is := is.New(t)
 	all := observeSQL(forVerdict, true)
-	for _, part := range []string{"au.rolpassword", "pg_authid au", sqlOwns, sqlOwnsIn, sqlGrantedIn, "held AS", "ren.names", "MEMBER WITH ADMIN OPTION"} {
+	for _, part := range []string{"au.rolpassword", "pg_authid au", "member_of", "granted_to", sqlOwns, sqlOwnsIn, sqlGrantedIn, "held AS",
+		"ren.names", "MEMBER WITH ADMIN OPTION"} {
 		is.True(strings.Contains(all, part)) // a verdict reads it all
 	}
 	is.True(!strings.Contains(observeSQL(forVerdict, false), "rolpassword")) // no verifier unless the provider may read it
 	none := observeSQL(reading{}, true)
-	for _, part := range []string{"rolpassword", "pg_authid au", "held", "ren.", "ADMIN"} {
+	for _, part := range []string{"rolpassword", "pg_authid au", "pg_auth_members", "member_of", "held", "ren.", "ADMIN"} {
 		is.True(!strings.Contains(none, part)) // what is not asked is not read
 	}
+	withdrawal := observeSQL(forWithdrawal, true)
+	for _, part := range []string{"rolpassword", "pg_auth_members"} {
+		is.True(!strings.Contains(withdrawal, part)) // what a withdrawal does not weigh is not read
+	}
+	is.True(strings.Contains(withdrawal, "held AS")) // what a drop weighs is
 }

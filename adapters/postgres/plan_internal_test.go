@@ -85,7 +85,7 @@ func TestTheChecksCatalogQueryIsPlannedOnce(t *testing.T) {
 	defer conn.Release()
 	plans := func() (generic, custom int64) {
 		err := conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_catalog.pg_prepared_statements WHERE statement = $1",
-			observeSQL(reading{verifier: true}, true)).Scan(&generic, &custom)
+			observeSQL(forCheck, true)).Scan(&generic, &custom)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, 0
 		}
