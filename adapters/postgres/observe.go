@@ -58,14 +58,15 @@ type observed struct {
 type reading struct{ verifier, memberships, holdings, claim bool }
 
 // Which readings each act takes: what Create reads before its verdict (and Foresee, to reach
-// the same one); what a check compares; and what is read of a role being withdrawn, or whose
-// withdrawn record is rewritten in the current format: whether it exists, its record and what
-// it holds, nothing it is compared by (no verifier, no memberships: a drop's observation took
-// half the server's time it did, 2026-12-07).
+// the same one); what a check compares; what is read of a role being withdrawn, or whose
+// withdrawn record is rewritten in the current format: whether it exists and its record,
+// nothing it is compared by (no verifier, no memberships: a drop's observation took half the
+// server's time it did, 2026-12-07); and of one being dropped, what it holds besides.
 var (
 	forVerdict    = reading{verifier: true, memberships: true, holdings: true, claim: true}
 	forCheck      = reading{verifier: true, memberships: true}
-	forWithdrawal = reading{holdings: true}
+	forWithdrawal = reading{}
+	forDrop       = reading{holdings: true}
 )
 
 // sqlClaimJoin is what reading.claim reads of a consumer w whose role r may not exist: the

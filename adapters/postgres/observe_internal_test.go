@@ -34,7 +34,7 @@ func TestEachObservedFieldIsReadByOneColumn(t *testing.T) {
 
 // A column a reading does not ask for is answered by what stands in its place: no verifier is
 // read where the provider may not read one, nor memberships, holdings or a claim where none is
-// asked; a withdrawal reads no verifier and no memberships.
+// asked; a withdrawal reads no verifier and no memberships, and only a drop what the role holds.
 func TestAColumnNotAskedForIsNotRead(t *testing.T) {
 	is := is.New(t)
 	all := observeSQL(forVerdict, true)
@@ -47,9 +47,11 @@ func TestAColumnNotAskedForIsNotRead(t *testing.T) {
 	for _, part := range []string{"rolpassword", "pg_authid au", "pg_auth_members", "member_of", "held", "ren.", "ADMIN"} {
 		is.True(!strings.Contains(none, part)) // what is not asked is not read
 	}
-	withdrawal := observeSQL(forWithdrawal, true)
+	withdrawal, drop := observeSQL(forWithdrawal, true), observeSQL(forDrop, true)
 	for _, part := range []string{"rolpassword", "pg_auth_members"} {
 		is.True(!strings.Contains(withdrawal, part)) // what a withdrawal does not weigh is not read
+		is.True(!strings.Contains(drop, part))       // nor a drop
 	}
-	is.True(strings.Contains(withdrawal, "held AS")) // what a drop weighs is
+	is.True(!strings.Contains(withdrawal, "held AS")) // what the role holds is a drop's to weigh
+	is.True(strings.Contains(drop, "held AS"))
 }

@@ -19,7 +19,7 @@ import (
 // later Create gives the login back. A role that is gone is no error; one the record does not
 // give this provider is refused and left as it is.
 func (b *Backend) Remove(ctx context.Context, as string) error {
-	return b.withdrawThen(ctx, as, markWithdrawn, func(context.Context, *pgxpool.Conn, powers, record, observed) error { return nil })
+	return b.withdrawThen(ctx, as, markWithdrawn, forWithdrawal, func(context.Context, *pgxpool.Conn, powers, record, observed) error { return nil })
 }
 
 // marking is whether a withdrawal marks the record withdrawn: Remove does; Drop does not, so
@@ -33,14 +33,14 @@ const (
 
 // withdrawThen takes the login as, under its lock (marking its record withdrawn as mark
 // says), and where the role exists, ends its sessions and runs then with the powers it acts
-// under, its record and what it holds, still under the lock.
-func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, then func(context.Context, *pgxpool.Conn, powers, record, observed) error) error {
+// under, its record and the role as read (what reads asks for), still under the lock.
+func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, reads reading, then func(context.Context, *pgxpool.Conn, powers, record, observed) error) error {
 	if err := b.rules.checkName("login", as); err != nil {
 		return err
 	}
 	p := b.stance().powers // one reading of the mode for the whole withdrawal
 	err := b.locks.locked(ctx, as, p, func(ctx context.Context, conn *pgxpool.Conn) error {
-		r, f, err := b.withdrawLogin(ctx, conn, p, as, mark)
+		r, f, err := b.withdrawLogin(ctx, conn, p, as, mark, reads)
 		if err != nil || !f.role {
 			return err
 		}
@@ -67,7 +67,7 @@ func (b *Backend) withdrawThen(ctx context.Context, as string, mark marking, the
 func (b *Backend) Drop(ctx context.Context, as string) error {
 	// The record is not marked withdrawn first: a Drop cut short leaves it as it was, and the
 	// next pass withdraws, and drops, again.
-	return b.withdrawThen(ctx, as, keepRecord, func(ctx context.Context, conn *pgxpool.Conn, p powers, r record, h observed) error {
+	return b.withdrawThen(ctx, as, keepRecord, forDrop, func(ctx context.Context, conn *pgxpool.Conn, p powers, r record, h observed) error {
 		asMember := p.asMember
 		mine := r.databases(as)
 		if len(mine) == 0 {
@@ -127,14 +127,15 @@ func (b *Backend) Drop(ctx context.Context, as string) error {
 }
 
 // withdrawLogin takes LOGIN from the role and, where mark says so, marks its record withdrawn,
-// in one transaction, under the powers p. It answers the role's record, and whether the role exists.
-func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, p powers, as string, mark marking) (record, observed, error) {
+// in one transaction, under the powers p. It answers the role's record, and the role as read
+// (reads: whether it exists, and what a drop weighs besides).
+func (b *Backend) withdrawLogin(ctx context.Context, conn *pgxpool.Conn, p powers, as string, mark marking, reads reading) (record, observed, error) {
 	var (
 		f observed
 		r record
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-		if f, err = observe(ctx, tx, p, as, "", forWithdrawal); err != nil || !f.role {
+		if f, err = observe(ctx, tx, p, as, "", reads); err != nil || !f.role {
 			return err
 		}
 		r, err = recordOf(as, b.resource, f.comment)
