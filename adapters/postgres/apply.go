@@ -1,15 +1,145 @@
 // The writer: what Create changes on the server, as SQL, each statement for the changes a
-// comparison found (compare.go) or for a role or database being made.
+// verdict names (decide.go, its changes the comparison's: compare.go) or for a role or
+// database being made.
 
 package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/novox/postgres-provider/adapters/postgres/scram"
 )
+
+// writeVerdict writes, in tx (opened by roleTxSQL), what the verdict on the consumer d, judged
+// as j, takes of its role, as a provider of powers p: the role made or altered to the
+// definition (standing.go) under the minted password, sent as a verifier and only where the
+// stored one does not verify against it; its memberships either way revoked; the provider's
+// own membership; and the record, where it differs, in one transaction, so that a crash never
+// leaves a role of the provider's unrecorded. It answers whether it wrote anything, and adds
+// to told what it found to be said (a membership it may not revoke).
+func (b *Backend) writeVerdict(ctx context.Context, tx pgx.Tx, d definition, j judged, p powers, password string, told *facts) (bool, error) {
+	changed := false
+	if writes(j.changes, membershipWriter) {
+		changed = true
+		if err := b.revokeMemberships(ctx, tx, d.role, p.revokesAny, told); err != nil {
+			return changed, err
+		}
+	}
+	if !j.role || writes(j.changes, roleWriter) {
+		var verifier string
+		if !j.verifies {
+			var err error
+			if verifier, err = scram.Verifier(password, sessionIterations(tx.Conn().PgConn())); err != nil {
+				return changed, err
+			}
+		}
+		changed = true
+		if err := writeRole(ctx, tx, j.role, d, p, verifier); err != nil {
+			return changed, err
+		}
+	}
+	if err := ownMembership(ctx, tx, d.role, p); err != nil {
+		return changed, err
+	}
+	if j.record != nil {
+		return true, setRecord(ctx, tx, d.role, *j.record)
+	}
+	return changed, nil
+}
+
+// roleTxSQL opens the role's transaction: its statements planned once (sqlPlanOnce), and
+// where the provider quiets the server (quiets), the transaction, which may carry a verifier,
+// kept out of the server's log (statements, errors, samples), pg_stat_activity (and so deadlock
+// reports) and pg_stat_statements: local to the transaction (is_local true), and a statement
+// of its own before the one with the verifier, as the server reports a statement as it starts
+// it. pg_stat_statements' setting is a placeholder where the extension is not loaded. These
+// are a superuser's settings: a provider that is not one sets none of them, and sends the
+// verifier as a parameter instead (writeRole), on a server whose settings would not log it
+// (quiet).
+func roleTxSQL(quiets bool) string {
+	if !quiets {
+		return sqlPlanOnce
+	}
+	return sqlPlanOnce + `,
+       set_config('log_statement', 'none', true),
+       set_config('log_min_error_statement', 'panic', true),
+       set_config('log_min_duration_statement', '-1', true),
+       set_config('log_min_duration_sample', '-1', true),
+       set_config('log_statement_sample_rate', '0', true),
+       set_config('track_activities', 'off', true),
+       set_config('debug_print_parse', 'off', true),
+       set_config('debug_print_rewritten', 'off', true),
+       set_config('debug_print_plan', 'off', true),
+       set_config('pg_stat_statements.track_utility', 'off', true)`
+}
+
+// writeDatabase makes the consumer d's database, owned by its role, where j (judged as s, its
+// role written) found none, and writes what the verdict's changes take of it: a database owned
+// by another role is never handed over. Nobody but its owner may connect to it, not even for a
+// moment: it is made not accepting connections, PUBLIC loses CONNECT and TEMPORARY, and only
+// then are connections allowed. Where others could connect, they can no longer, and their
+// sessions in it are ended (a superuser's and the owner's stay). It is never a template, which
+// anyone allowed to create databases could copy (one made here, closed until then, had nobody
+// in it to end). The database is read again, and compared again, only where it is made: j then
+// holds the observation and the changes as they stand after (the role's settings in the
+// database among them: made here, it has none). It answers whether it changed anything, and
+// adds to told what it did that the operator is told (sessions of others ended).
+func (b *Backend) writeDatabase(ctx context.Context, conn *pgxpool.Conn, d definition, s stance, j *judged, told *facts) (changed bool, err error) {
+	db, role := d.database, d.role
+	madeClosed := false // made here, closed: nobody else is in it to end
+	if !j.database {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident(db)+" OWNER "+ident(role)+" ALLOW_CONNECTIONS false")
+		madeClosed = err == nil
+		if pgCode(err) == duplicateDatabase || madeMeanwhile(err) {
+			err = nil // made by someone else since we looked; whose it is decides
+		}
+		if err != nil {
+			return false, err
+		}
+		changed = true
+		if j.observed, err = observe(ctx, conn, s.powers, role, db, reading{}); err != nil {
+			return changed, err
+		}
+		if err := d.handedOver(j.observed); err != nil { // a CREATE DATABASE of another's may have won the race
+			return changed, err
+		}
+		j.changes = nil
+		if j.database { // dropped again meanwhile: nothing of it to write
+			j.changes = d.databaseChanges(j.observed, s.powers)
+		}
+	}
+	if writes(j.changes, databaseWriter) {
+		changed = true
+		if err := asOwner(ctx, conn, role, s.asMember, func(tx pgx.Tx) error { return closeAndOpen(ctx, tx, db, b.self, j.open, j.changes) }); err != nil {
+			return changed, err
+		}
+	}
+	if len(j.open) > 0 && !madeClosed {
+		ended, err := terminate(ctx, conn, othersIn, db, role)
+		if err != nil {
+			return changed, fmt.Errorf("end the sessions of others: %w", err)
+		}
+		if len(ended) > 0 {
+			told.did(role, "%s: the database %s was open to others (%v); no longer, and %d session(s) of others in it were ended",
+				role, db, j.open, len(ended))
+		}
+	}
+	return changed, nil
+}
+
+// madeMeanwhile is whether err is CREATE DATABASE meeting a database of that name made by a
+// concurrent CREATE DATABASE after it looked: the catalog's unique index, not 42P04.
+func madeMeanwhile(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "pg_database_datname_index"
+}
 
 // roleDDL is the statement that makes role, or makes it again, as the definition says, with
 // its connection limit and, where secret is not empty, its password (" PASSWORD '<verifier>'").

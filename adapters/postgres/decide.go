@@ -35,8 +35,11 @@ type verdict struct {
 	refusal error
 	// changes are how the consumer differs from its definition (definition.changes, the check's
 	// own comparison), as the provider's mode has it make them: what Create writes of its role,
-	// its database and its settings there. The record and the extensions are their own steps'.
+	// its database and its settings there. The extensions are their own step's.
 	changes []change
+	// record is the record Create writes on the role (definition.record), nil where the role
+	// carries it already: one it makes or adopts always gets it.
+	record *record
 }
 
 // decide is the verdict on the consumer d, observed as o (read with reading.claim, its password
@@ -71,6 +74,9 @@ func (d definition) decide(o observed, s stance, vet error) verdict {
 		return refuse(atDatabase(d.database, err))
 	}
 	v.changes = d.changes(o, s.powers)
+	if want := d.record(v.had, o.owns); v.act == ports.ActAdopt || !sameRecord(v.had, want) {
+		v.record = &want
+	}
 	return v
 }
 
@@ -126,6 +132,27 @@ func (d definition) anothers(o observed) error {
 // made in an earlier pass (definition.anothers) or both ask for it in one (Clashes).
 func hasIt(as string) error {
 	return refused(fmt.Errorf("consumer %s has it; one database is never given to two consumers", as))
+}
+
+// Clashes answers, for each of ps in their order, nil, or where its database is an earlier
+// one's, Create's refusal naming the earlier consumer. An entry whose names are invalid clashes
+// with nothing: Create says what is wrong with it.
+func (b *Backend) Clashes(ps []ports.Provision) []error {
+	out := make([]error, len(ps))
+	first := make(map[string]string, len(ps)) // database: the first consumer that asks for it
+	for i, p := range ps {
+		w, err := b.rules.wantedOf(p)
+		if err != nil {
+			continue
+		}
+		switch as, ok := first[w.database]; {
+		case !ok:
+			first[w.database] = w.role
+		case as != w.role:
+			out[i] = atDatabase(w.database, hasIt(as))
+		}
+	}
+	return out
 }
 
 // handedOver refuses, unwrapped, a database that exists and another role owns: Create never

@@ -69,6 +69,9 @@ var (
 	forDrop       = reading{holdings: true}
 )
 
+// sqlOthers is an ACL item a of a database d that is not its owner's nor the provider's.
+const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)`
+
 // sqlClaimJoin is what reading.claim reads of a consumer w whose role r may not exist: the
 // roles, not named as it, whose comment starts as this provider's record and names w's login,
 // which the server finds and Go reads as records (a login's letters never need escaping in
