@@ -85,14 +85,24 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 		return out
 	}
 	s := b.stance() // one reading of the mode for the whole batch
-	byLogin := !s.readsVerifiers
-	seen, available, err := b.catalogWithin(ctx, each, !byLogin, roles, databases, named)
+	seen, available, err := b.catalogWithin(ctx, each, s.readsVerifiers, roles, databases, named)
 	if err != nil {
 		for _, i := range index { // one cause for all
 			out[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
 		}
 		return out
 	}
+	b.weigh(ctx, s, ps, wants, index, seen, available, each, answered, pastDrift, out)
+	return out
+}
+
+// weigh is check past the catalog's round trip, on what it read: seen, each of ps that index
+// names observed, in the order of index, and which of the extensions they name the server has
+// (available). It answers into out, in the order of ps, as a provider standing as s; a plan
+// (Foresee) weighs what it observed itself, so that it reads each consumer once.
+func (b *Backend) weigh(ctx context.Context, s stance, ps []ports.Provision, wants []wanted, index []int, seen []observed, available map[string]string,
+	each time.Duration, answered func(int), pastDrift bool, out []checked) {
+	byLogin := !s.readsVerifiers
 	b.verified.verifyAll(ps, wants, index, seen, byLogin)
 	offer := newOfferings(b.pool)          // what the server offers, read once for the batch where asked
 	var deep []int                         // the consumers whose databases must be looked into
@@ -154,7 +164,6 @@ func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Dur
 			out[i].Lacks = lacks[k]
 		}
 	}
-	return out
 }
 
 // insideBatch is what the checks inside databases of one batch share: the time each has from

@@ -104,6 +104,18 @@ func (d definition) claim(o observed, s stance) verdict {
 	return verdict{act: ports.ActNone, had: had}
 }
 
+// weighsHoldings is whether the verdict on d, observed as o by a provider standing as s, weighs
+// what the role holds across the cluster (observed.owns, ownsIn, grantedIn): only where it may
+// adopt the role (claim, unadoptable), one in no record of the provider's while adoption is on.
+// The record Create writes names the databases the role owns too, which a plan does not say.
+func (d definition) weighsHoldings(o observed, s stance) bool {
+	if !o.role || s.adopt == AdoptNone {
+		return false
+	}
+	_, err := recordOf(d.role, d.resource, o.comment)
+	return errors.Is(err, errNotRecorded)
+}
+
 // renamedTo is the role, not d's, that carries this provider's record of d's login (d's role
 // was renamed to it, or the record copied there), "" where none does.
 func (d definition) renamedTo(o observed) string {

@@ -8,6 +8,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,11 +17,12 @@ import (
 )
 
 // Foresee answers, in the order of ps, what Create would do for each, and changes nothing: the
-// roles and databases are read, the settings tried and the verdicts reached in one read-only
-// transaction (no lock is taken, not even the consumer's advisory lock, and nothing is written,
-// not even the record), then the consumers the provider may take are checked as HoldsAll
-// checks them, but past the drift a check stops at where they name extensions (check). each
-// bounds the reading of one consumer, and each check. A consumer Create would refuse is
+// roles and databases are read, all in one round trip, the settings tried and the verdicts
+// reached in one read-only transaction (no lock is taken, not even the consumer's advisory
+// lock, and nothing is written, not even the record), then the consumers the provider may take
+// are weighed, on what was read, as HoldsAll checks them, but past the drift a check stops at
+// where they name extensions (weigh): each consumer is read once. each bounds the reading, the
+// trial of each consumer's settings, and each check. A consumer Create would refuse is
 // answered with the reason its error would give; where Create would refuse inside its
 // database, with what it lacks, but not the updates it would not make.
 func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Foresight {
@@ -39,7 +41,8 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 	if len(valid) == 0 {
 		return out
 	}
-	looks, err := b.lookAt(ctx, wants, valid, each)
+	s := b.stance() // one reading of the mode for the whole plan
+	looks, available, err := b.lookAt(ctx, s, wants, valid, each)
 	if err != nil {
 		for _, i := range valid {
 			out[i].Err = fmt.Errorf("look at %s: %w", wants[i].role, err)
@@ -67,13 +70,16 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 			check = append(check, i)
 		}
 	}
-	checked := make([]ports.Provision, len(check))
+	asked := slices.Clone(ps)
+	seen := make([]observed, len(check))
 	for k, i := range check {
-		checked[k] = ps[i]
-		checked[k].Login = true // what Create would do turns on the password too
+		asked[i].Login = true // what Create would do turns on the password too
+		seen[k] = looks[i].observed
 	}
-	for k, a := range b.check(ctx, checked, each, nil, true) {
-		i := check[k]
+	found := make([]checked, len(ps))
+	b.weigh(ctx, s, asked, wants, check, seen, available, each, func(int) {}, true, found)
+	for _, i := range check {
+		a := found[i]
 		switch {
 		case a.Err != nil && looks[i].act != ports.ActCreate: // one to be made is said as looked at
 			out[i].Err = a.Err
@@ -126,31 +132,51 @@ type look struct {
 	err   error
 }
 
-// lookAt observes, for each consumer of wants that index names, what Create observes first,
-// tries its settings and reaches Create's verdict (decide), in one read-only transaction that
-// is rolled back. Its looks are in the order of wants; those index does not name are empty.
-func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each time.Duration) ([]look, error) {
+// lookAt observes the consumers of wants that index names, all in one round trip (catalog, as
+// a plan reads them: forPlan), with which of the extensions they name the server has
+// (available); reads again, alone, one whose verdict weighs what its role holds
+// (weighsHoldings: a role the provider may adopt), as Create reads it; tries each one's
+// settings and reaches Create's verdict (decide), as a provider standing as s, in one read-only
+// transaction that is rolled back. Its looks are in the order of wants; those index does not
+// name are empty.
+func (b *Backend) lookAt(ctx context.Context, s stance, wants []wanted, index []int, each time.Duration) ([]look, map[string]string, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return nil, b.reach.connectError(err)
+		return nil, nil, b.reach.connectError(err)
 	}
 	defer conn.Release()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	s := b.stance()
-	looks := make([]look, len(wants))
-	for _, i := range index {
-		w, l := wants[i], &looks[i]
-		d := define(w, b.resource)
-		cctx, cancel := context.WithTimeout(ctx, each)
-		j, read, tried := judge(cctx, tx, d, s, &b.verified, "") // as Create judges it, but for the password
-		cancel()
-		if read != nil {
-			return nil, read
+	roles, databases, named := make([]string, len(index)), make([]string, len(index)), []string{}
+	for k, i := range index {
+		roles[k], databases[k] = wants[i].role, wants[i].database
+		for _, x := range wants[i].extensions {
+			if !slices.Contains(named, x) {
+				named = append(named, x)
+			}
 		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, each)
+	seen, available, err := catalog(cctx, tx, false, forPlan, s.readsVerifiers, roles, databases, named)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	looks := make([]look, len(wants))
+	for k, i := range index {
+		d, o, l := define(wants[i], b.resource), seen[k], &looks[i]
+		cctx, cancel := context.WithTimeout(ctx, each)
+		if d.weighsHoldings(o, s) {
+			if o, err = observe(cctx, tx, s.powers, d.role, d.database, forVerdict); err != nil {
+				cancel()
+				return nil, nil, err
+			}
+		}
+		j, tried := judgeSeen(cctx, tx, d, s, o, &b.verified, "") // as Create judges it, but for the password
+		cancel()
 		if l.judged, l.err = j, tried; tried != nil {
 			continue
 		}
@@ -160,5 +186,5 @@ func (b *Backend) lookAt(ctx context.Context, wants []wanted, index []int, each 
 		}
 		l.fresh = butSettings.act == ports.ActCreate
 	}
-	return looks, nil
+	return looks, available, nil
 }

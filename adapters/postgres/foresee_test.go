@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,52 @@ func TestForeseeOnAReadOnlyBackendNamesEachAct(t *testing.T) {
 
 	_, err = plan.Create(ctx, fresh)
 	is.True(err != nil) // the server refuses a plan's Backend any write
+}
+
+// A plan reads each consumer once: one round trip observes all of them, whatever Create would
+// do with each (make it, leave it, repair it), and their checks weigh what it read; a role the
+// provider may adopt is read again, alone, as Create reads it (what it holds across the
+// cluster). Counted in the server's log, where each observation names the consumers it reads
+// among its parameters, beside the search_path the provider gives them.
+func TestAPlanReadsEachConsumerOnce(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	if e.srv.Local == nil {
+		t.Skip("the server's log can be read only for a server these tests started")
+	}
+	held, fresh, limited, plain := provision(name("once_held"), "pg_trgm"), provision(name("once_fresh"), "pg_trgm"),
+		provision(name("once_limited")), provision(name("once_plain"))
+	e.mustCreate(held)
+	e.mustCreate(limited)
+	e.exec("", `ALTER ROLE "`+limited.As+`" CONNECTION LIMIT 3`)
+	e.exec("", `CREATE ROLE "`+plain.As+`" LOGIN`)
+	t.Cleanup(func() { e.exec("", `DROP ROLE IF EXISTS "`+plain.As+`"`) })
+
+	from := e.logSize()
+	seen := e.b.Foresee(ctx, []ports.Provision{held, fresh, limited, plain}, 30*time.Second)
+	acts := make([]ports.Act, len(seen))
+	for i, f := range seen {
+		is.NoErr(f.Err)
+		acts[i] = f.Act
+	}
+	is.Equal(acts, []ports.Act{ports.ActNone, ports.ActCreate, ports.ActRepair, ports.ActAdopt})
+
+	raw, err := e.srv.Local.Log()
+	is.NoErr(err)
+	reads := func(role string) int { // the observations whose parameters name role
+		n := 0
+		named := regexp.MustCompile(`[{,]` + regexp.QuoteMeta(role) + `[,}]`)
+		for _, line := range strings.Split(string(raw[from:]), "\n") {
+			if strings.Contains(line, "parameters: $1 = ") && strings.Contains(line, `"$user", public, extensions`) && named.MatchString(line) {
+				n++
+			}
+		}
+		return n
+	}
+	is.Equal(reads(held.As), 1)
+	is.Equal(reads(fresh.As), 1)
+	is.Equal(reads(limited.As), 1)
+	is.Equal(reads(plain.As), 2) // with the others, then alone, with what it holds
 }
 
 // TestCreateDoesWhatForeseeSaid: for each way a consumer can be found, Create names the act

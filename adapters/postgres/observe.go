@@ -57,13 +57,17 @@ type observed struct {
 // renamed role, the ADMIN option).
 type reading struct{ verifier, memberships, holdings, claim bool }
 
-// Which readings each act takes: what Create reads before its verdict (and Foresee, to reach
-// the same one); what a check compares; what is read of a role being withdrawn, or whose
-// withdrawn record is rewritten in the current format: whether it exists and its record,
-// nothing it is compared by (no verifier, no memberships: a drop's observation took half the
-// server's time it did, 2026-12-07); and of one being dropped, what it holds besides.
+// Which readings each act takes: what Create reads before its verdict (and Foresee, of a
+// role it may adopt, to reach the same one); what a plan reads of every consumer at once (all
+// of that but what a role holds, which sqlHeldCTE reads of one role, and only a role the
+// verdict may adopt is weighed by: definition.weighsHoldings); what a check compares; what is
+// read of a role being withdrawn, or whose withdrawn record is rewritten in the current
+// format: whether it exists and its record, nothing it is compared by (no verifier, no
+// memberships: a drop's observation took half the server's time it did, 2026-12-07); and of
+// one being dropped, what it holds besides.
 var (
 	forVerdict    = reading{verifier: true, memberships: true, holdings: true, claim: true}
+	forPlan       = reading{verifier: true, memberships: true, claim: true}
 	forCheck      = reading{verifier: true, memberships: true}
 	forWithdrawal = reading{}
 	forDrop       = reading{holdings: true}
@@ -232,13 +236,22 @@ type judged struct {
 // is the observation's error and tried the trial's, each said by Create and Foresee in their
 // own way; with either, there is no verdict.
 func judge(ctx context.Context, tx pgx.Tx, d definition, s stance, verified *verifiedCache, password string) (j judged, read, tried error) {
-	if j.observed, read = observe(ctx, tx, s.powers, d.role, d.database, forVerdict); read != nil {
+	o, read := observe(ctx, tx, s.powers, d.role, d.database, forVerdict)
+	if read != nil {
 		return j, read, nil
 	}
+	j, tried = judgeSeen(ctx, tx, d, s, o, verified, password)
+	return j, nil, tried
+}
+
+// judgeSeen is judge on the consumer d observed as o (read as a verdict reads it, or, by a plan,
+// with the rest of the consumers: forPlan).
+func judgeSeen(ctx context.Context, tx pgx.Tx, d definition, s stance, o observed, verified *verifiedCache, password string) (j judged, tried error) {
+	j.observed = o
 	if j.vet, tried = vetWithin(ctx, tx, d.settings); tried != nil {
-		return j, nil, tried
+		return j, tried
 	}
 	j.verifies = password != "" && j.stored != nil && verified.verifies(*j.stored, password, d.role)
 	j.verdict = d.decide(j.observed, s, j.vet)
-	return j, nil, nil
+	return j, nil
 }

@@ -83,9 +83,9 @@ func TestTheChecksCatalogQueryIsPlannedOnce(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	is.NoErr(err)
 	defer conn.Release()
-	plans := func() (generic, custom int64) {
+	plans := func(r reading) (generic, custom int64) {
 		err := conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_catalog.pg_prepared_statements WHERE statement = $1",
-			observeSQL(forCheck, true)).Scan(&generic, &custom)
+			observeSQL(r, true)).Scan(&generic, &custom)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, 0
 		}
@@ -97,19 +97,19 @@ func TestTheChecksCatalogQueryIsPlannedOnce(t *testing.T) {
 	roles := []string{"catalog_a", "catalog_b", "catalog_c"}
 
 	for range 2 { // a plan's
-		_, _, err := catalog(ctx, conn, false, true, roles, roles, nil)
+		_, _, err := catalog(ctx, conn, false, forPlan, true, roles, roles, nil)
 		is.NoErr(err)
 	}
-	generic, custom := plans()
+	generic, custom := plans(forPlan)
 	is.Equal(generic, int64(0)) // planned as the server chooses: custom, for its first executions
 	is.Equal(custom, int64(2))
 	for range 2 { // a check's
-		_, _, err := catalog(ctx, conn, true, true, roles, roles, []string{"pg_trgm"})
+		_, _, err := catalog(ctx, conn, true, forCheck, true, roles, roles, []string{"pg_trgm"})
 		is.NoErr(err)
 	}
-	g, c := plans()
+	g, c := plans(forCheck)
 	is.Equal(g, int64(2)) // planned generically
-	is.Equal(c, custom)   // never for the consumers asked
+	is.Equal(c, int64(0)) // never for the consumers asked
 	var mode string
 	is.NoErr(conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('plan_cache_mode')").Scan(&mode))
 	is.Equal(mode, "auto") // the round trip's setting only
