@@ -11,7 +11,7 @@ import (
 
 func TestAnExtensionEntryIsANameOrANameAndAVersion(t *testing.T) {
 	is := is.New(t)
-	names, pins, err := extensionsOf(map[string]any{"extensions": []any{"vector", map[string]any{"name": "pg_trgm", "version": "1.5"},
+	names, pins, err := extensionsRead(map[string]any{"extensions": []any{"vector", map[string]any{"name": "pg_trgm", "version": "1.5"},
 		map[string]any{"name": "vector"}}})
 	is.NoErr(err)
 	is.Equal(names, []string{"vector", "pg_trgm"})      // in order, once each
@@ -25,11 +25,11 @@ func TestAnExtensionEntryIsANameOrANameAndAVersion(t *testing.T) {
 		"values.extensions: extension x: version \"1--2\" holds --, which no version can":                                 map[string]any{"name": "x", "version": "1--2"},
 		"extension \"a b\": only letters, digits, _ and - are allowed, not ' '":                                           map[string]any{"name": "a b"},
 	} {
-		_, _, err := extensionsOf(map[string]any{"extensions": []any{says}})
+		_, _, err := extensionsRead(map[string]any{"extensions": []any{says}})
 		is.True(err != nil)
 		is.Equal(err.Error(), entry) // refused, saying why
 	}
-	_, _, err = extensionsOf(map[string]any{"extensions": []any{"x", map[string]any{"name": "x", "version": "2"}}})
+	_, _, err = extensionsRead(map[string]any{"extensions": []any{"x", map[string]any{"name": "x", "version": "2"}}})
 	is.Equal(err.Error(), "values.extensions names x twice, at the server's default and at 2") // one version per extension
 }
 

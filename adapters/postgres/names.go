@@ -52,32 +52,35 @@ type entryRules struct {
 // ports.Provision reads them for every backend, with the names checked as PostgreSQL takes them.
 // Its errors are of kind ports.ErrInvalid.
 func (r entryRules) wantedOf(p ports.Provision) (wanted, error) {
+	// Read as every backend reads it, then checked in this order: the first thing wrong is said.
+	db, dbErr := p.Database()
+	exts, extErr := p.Extensions()
+	limit, named, limitErr := p.ConnectionLimit()
+	settings, settingsErr := p.Settings()
 	if err := r.checkName("login", p.As); err != nil {
 		return wanted{}, invalid(err)
 	}
-	db, err := p.Database()
-	if err != nil {
-		return wanted{}, invalid(err)
+	if dbErr != nil {
+		return wanted{}, invalid(dbErr)
 	}
 	if err := r.checkName("database", db); err != nil {
 		return wanted{}, invalid(err)
 	}
-	exts, pins, err := extensionsOf(p.Values)
+	names, pins, err := extensionsOf(exts, extErr)
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	limit, named, err := p.ConnectionLimit()
-	if err != nil {
-		return wanted{}, invalid(err)
+	if limitErr != nil {
+		return wanted{}, invalid(limitErr)
 	}
 	if !named {
 		limit = r.limit
 	}
-	settings, err := r.settingsOf(p)
+	set, err := r.settingsOf(settings, settingsErr)
 	if err != nil {
 		return wanted{}, invalid(err)
 	}
-	return wanted{role: p.As, database: db, extensions: exts, pins: pins, derived: p.Derived, limit: limit, settings: settings}, nil
+	return wanted{role: p.As, database: db, extensions: names, pins: pins, derived: p.Derived, limit: limit, settings: set}, nil
 }
 
 // creatable is what Create checks of p before its first statement: every name, and a password.
@@ -136,11 +139,11 @@ func checkIdentifier(what, name string) error {
 	return nil
 }
 
-// extensionsOf reads values.extensions as ports.Provision.Extensions does, each name and pinned
-// version checked as PostgreSQL takes them, in the entries' order: the names wanted, and the
-// versions pinned by name (one not named there is wanted at the server's default version).
-func extensionsOf(values map[string]any) (names []string, pins map[string]string, err error) {
-	exts, err := ports.Provision{Values: values}.Extensions()
+// extensionsOf checks values.extensions as ports.Provision.Extensions read it (exts, and err
+// where it failed), each name and pinned version as PostgreSQL takes them, in the entries'
+// order: the names wanted, and the versions pinned by name (one not named there is wanted at
+// the server's default version).
+func extensionsOf(exts []ports.Extension, err error) (names []string, pins map[string]string, _ error) {
 	for _, e := range exts { // those read before what err is about, and it: their names come first
 		if err := checkExtension(e.Name); err != nil {
 			return nil, nil, err
@@ -224,10 +227,10 @@ type setting struct {
 	value *string
 }
 
-// settingsOf reads derived.settings as ports.Provision.Settings does, each name checked against
-// what is never set and the allow-list. Its errors say which name and why.
-func (r entryRules) settingsOf(p ports.Provision) ([]setting, error) {
-	read, err := p.Settings()
+// settingsOf checks derived.settings as ports.Provision.Settings read it (read, and err where it
+// failed), each name against what is never set and the allow-list. Its errors say which name
+// and why.
+func (r entryRules) settingsOf(read []ports.Setting, err error) ([]setting, error) {
 	out := make([]setting, 0, len(read))
 	for _, s := range read { // those read before what err is about, and it: their names come first
 		if err := CheckAllowSetting(s.Name); err != nil {

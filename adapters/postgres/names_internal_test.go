@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/matryer/is"
+
+	"github.com/novox/postgres-provider/ports"
 )
 
 func TestServerVersionsAreReadAndOldOnesSaidInOneLine(t *testing.T) {
@@ -44,12 +46,17 @@ func TestDatabaseNamePrecedence(t *testing.T) {
 
 func TestExtensionsAreDeduplicatedInOrder(t *testing.T) {
 	is := is.New(t)
-	exts, pins, err := extensionsOf(map[string]any{"extensions": []any{"vector", "pg_trgm", "vector"}})
+	exts, pins, err := extensionsRead(map[string]any{"extensions": []any{"vector", "pg_trgm", "vector"}})
 	is.NoErr(err)
 	is.Equal(exts, []string{"vector", "pg_trgm"})
 	is.Equal(len(pins), 0) // none pinned
-	_, _, err = extensionsOf(map[string]any{"extensions": []any{1.0}})
+	_, _, err = extensionsRead(map[string]any{"extensions": []any{1.0}})
 	is.Equal(err.Error(), "values.extensions holds float64 1, not a name")
-	_, _, err = extensionsOf(map[string]any{"extensions": []any{[]any{"x\x1b[2J\u202e"}}}) // from the file: quoted
+	_, _, err = extensionsRead(map[string]any{"extensions": []any{[]any{"x\x1b[2J\u202e"}}}) // from the file: quoted
 	is.Equal(err.Error(), `values.extensions holds []interface {} "[x\x1b[2J\u202e]", not a name`)
+}
+
+// extensionsRead is extensionsOf of what ports.Provision reads of values.extensions.
+func extensionsRead(values map[string]any) ([]string, map[string]string, error) {
+	return extensionsOf(ports.Provision{Values: values}.Extensions())
 }
