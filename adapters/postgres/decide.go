@@ -8,6 +8,8 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/novox/postgres-provider/ports"
 )
@@ -228,6 +230,67 @@ func (in inside) refusal(db, mustOwn string) error {
 			"created where others may create objects", extensionSchema, *s.owner, mustOwn)))
 	}
 	return nil
+}
+
+// extensionSQL is the statement that creates x at version at ("" for the server's default) in a
+// database where present is installed (by name, in its schema), as the provider, in its schema
+// or in the one x's control file fixes, and whether it would create others (CASCADE); or why it
+// is refused: a script run as a superuser never searches a schema others may create objects in.
+// The version judged is the one named, so that what is made is what was judged. It is pure:
+// table tests.
+func extensionSQL(all map[string]offered, present map[string]string, x extension, at string) (statement string, cascades bool, err error) {
+	where, cascades := requiredIn(all, present, x.name, at)
+	if len(where) > 0 {
+		return "", false, refused(fmt.Errorf("it requires an extension installed, or made by CASCADE, in schema %s, where others may create objects; its "+
+			"script would run as a superuser searching that schema, so it is not created", strings.Join(where, ", ")))
+	}
+	version := ""
+	if at != "" {
+		version = " VERSION " + literal(at)
+	}
+	switch x.schema {
+	case "":
+		return "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE", cascades, nil
+	case "pg_catalog", extensionSchema:
+		return "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE", cascades, nil
+	}
+	return "", false, refused(fmt.Errorf("its control file puts it in schema %s, which the provider does not own; its script would "+
+		"run as a superuser where the consumer may have planted objects, so it is not created", x.schema))
+}
+
+// requiredIn names the schemas, other than the catalog and the provider's, of the extensions
+// installed (by name, in their schemas) that creating name at version requires, directly or
+// through those CASCADE would create at their default versions, and the schemas the control
+// files of those CASCADE would create fix for them: PostgreSQL puts each required extension's
+// schema on the search_path of the script of the one that requires it, and runs a cascaded
+// one's script in the schema its control file fixes, each as a superuser. It answers them
+// sorted, and whether the create would cascade (make others). It is pure: table tests.
+func requiredIn(all map[string]offered, installed map[string]string, name, version string) (schemas []string, cascades bool) {
+	seen := map[string]bool{}
+	next := slices.Clone(all[name].requires[version])
+	for len(next) > 0 {
+		r := next[0]
+		next = next[1:]
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		if schema, ok := installed[r]; ok {
+			if schema != "pg_catalog" && schema != extensionSchema {
+				schemas = append(schemas, schema)
+			}
+			continue
+		}
+		cascades = true
+		if o, ok := all[r]; ok {
+			if fixed := o.schemas[o.def]; fixed != "" && fixed != "pg_catalog" && fixed != extensionSchema {
+				schemas = append(schemas, fixed) // CASCADE makes it there, in a schema the provider does not own
+			}
+			next = append(next, o.requires[o.def]...)
+		}
+	}
+	slices.Sort(schemas)
+	return slices.Compact(schemas), cascades
 }
 
 // refuse is the verdict that refuses for err.

@@ -293,32 +293,6 @@ func (xp *extensionPath) createExtension(ctx context.Context, db *pgx.Conn, w wa
 	return true, cascades, nil
 }
 
-// extensionSQL is the statement that creates x at version at ("" for the server's default) in a
-// database where present is installed (by name, in its schema), as the provider, in its schema
-// or in the one x's control file fixes, and whether it would create others (CASCADE); or why it
-// is refused: a script run as a superuser never searches a schema others may create objects in.
-// The version judged is the one named, so that what is made is what was judged. It is pure:
-// table tests.
-func extensionSQL(all map[string]offered, present map[string]string, x extension, at string) (statement string, cascades bool, err error) {
-	where, cascades := requiredIn(all, present, x.name, at)
-	if len(where) > 0 {
-		return "", false, refused(fmt.Errorf("it requires an extension installed, or made by CASCADE, in schema %s, where others may create objects; its "+
-			"script would run as a superuser searching that schema, so it is not created", strings.Join(where, ", ")))
-	}
-	version := ""
-	if at != "" {
-		version = " VERSION " + literal(at)
-	}
-	switch x.schema {
-	case "":
-		return "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + " SCHEMA " + ident(extensionSchema) + version + " CASCADE", cascades, nil
-	case "pg_catalog", extensionSchema:
-		return "CREATE EXTENSION IF NOT EXISTS " + ident(x.name) + version + " CASCADE", cascades, nil
-	}
-	return "", false, refused(fmt.Errorf("its control file puts it in schema %s, which the provider does not own; its script would "+
-		"run as a superuser where the consumer may have planted objects, so it is not created", x.schema))
-}
-
 // refusedMaking is Create's refusal, in its words, of the first extension of named (a check's
 // read of those it names, in their order) that is not installed, that the server has at the
 // version wanted, and that Create would refuse to make in the consumer's database db where

@@ -365,38 +365,3 @@ func readPaths(ctx context.Context, q querier, name string) (map[[2]string]bool,
 	}
 	return paths, nil
 }
-
-// requiredIn names the schemas, other than the catalog and the provider's, of the extensions
-// installed (by name, in their schemas) that creating name at version requires, directly or
-// through those CASCADE would create at their default versions, and the schemas the control
-// files of those CASCADE would create fix for them: PostgreSQL puts each required extension's
-// schema on the search_path of the script of the one that requires it, and runs a cascaded
-// one's script in the schema its control file fixes, each as a superuser. It answers them
-// sorted, and whether the create would cascade (make others). It is pure: table tests.
-func requiredIn(all map[string]offered, installed map[string]string, name, version string) (schemas []string, cascades bool) {
-	seen := map[string]bool{}
-	next := slices.Clone(all[name].requires[version])
-	for len(next) > 0 {
-		r := next[0]
-		next = next[1:]
-		if seen[r] {
-			continue
-		}
-		seen[r] = true
-		if schema, ok := installed[r]; ok {
-			if schema != "pg_catalog" && schema != extensionSchema {
-				schemas = append(schemas, schema)
-			}
-			continue
-		}
-		cascades = true
-		if o, ok := all[r]; ok {
-			if fixed := o.schemas[o.def]; fixed != "" && fixed != "pg_catalog" && fixed != extensionSchema {
-				schemas = append(schemas, fixed) // CASCADE makes it there, in a schema the provider does not own
-			}
-			next = append(next, o.requires[o.def]...)
-		}
-	}
-	slices.Sort(schemas)
-	return slices.Compact(schemas), cascades
-}
