@@ -21,13 +21,39 @@ import (
 // the stored passwords are verified here (answers remembered per role), and only consumers
 // that name extensions cost more, where the loop did not skip their inside
 // (Provision.SkipInside): one short-lived, read-only connection per database, as many at
-// once as the Backend has slots for them, in the order of ps. each bounds the catalog's round
-// trip and each database's check from when it starts, not while it waits for a connection or
-// a slot; once one timed out, the database checks not yet started are not made (ErrNotAsked).
+// once as the Backend has slots for them, in the order of ps (weigh). each bounds the
+// catalog's round trip and each database's check from when it starts, not while it waits for
+// a connection or a slot; once one timed out, the database checks not yet started are not
+// made (ErrNotAsked). Each check is told (ports.Answered) as it is answered: those the catalog
+// decides at once, then each check inside a database as it returns.
 func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.Duration) []ports.Checked {
 	var told atomic.Int64
 	answered := func(n int) { told.Add(int64(n)); ports.Answered(ctx, n) }
-	found := b.check(ctx, ps, each, answered, false)
+	found := make([]checked, len(ps))
+	wants := make([]wanted, len(ps))
+	index := make([]int, 0, len(ps)) // which of ps are asked about
+	for i, p := range ps {
+		w, err := b.rules.wantedOf(p)
+		if err != nil {
+			found[i].Err = err
+			continue
+		}
+		wants[i] = w
+		index = append(index, i)
+	}
+	if len(index) > 0 {
+		s := b.stance() // one reading of the mode for the whole batch
+		roles, databases, named := asking(wants, index)
+		seen, available, err := b.catalogWithin(ctx, each, s.readsVerifiers, roles, databases, named)
+		for _, i := range index {
+			if err != nil { // one cause for all
+				found[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
+			}
+		}
+		if err == nil {
+			b.weigh(ctx, s, ps, wants, index, seen, available, each, answered, false, found)
+		}
+	}
 	ports.Answered(ctx, len(ps)-int(told.Load())) // those answered without a call: refused, or not asked
 	out := make([]ports.Checked, len(ps))
 	for i, c := range found {
@@ -50,56 +76,15 @@ type checked struct {
 	refusal error
 }
 
-// check is HoldsAll with the changes typed, for Foresee to read as they are. answered, where
-// not nil, is told as checks are answered: those the catalog decides at once, then each check
-// inside a database as it returns. A check stops at the first drift, the catalog's or a
-// login's: a create is due either way. A plan's (pastDrift) goes on into the database where
-// the consumer names extensions there and the provider may enter it, to find what Create,
-// having repaired the rest, would refuse to make there, and what else it would make; where
-// the database is yet to be made, what Create would refuse to make in it (refusedInNew).
-func (b *Backend) check(ctx context.Context, ps []ports.Provision, each time.Duration, answered func(int), pastDrift bool) []checked {
-	if answered == nil {
-		answered = func(int) {}
-	}
-	out := make([]checked, len(ps))
-	wants := make([]wanted, len(ps))
-	var roles, databases, named []string
-	index := make([]int, 0, len(ps)) // which of ps are asked about
-	for i, p := range ps {
-		w, err := b.rules.wantedOf(p)
-		if err != nil {
-			out[i].Err = err
-			continue
-		}
-		wants[i] = w
-		index = append(index, i)
-		roles = append(roles, w.role)
-		databases = append(databases, w.database)
-		for _, x := range w.extensions {
-			if !slices.Contains(named, x) {
-				named = append(named, x)
-			}
-		}
-	}
-	if len(index) == 0 {
-		return out
-	}
-	s := b.stance() // one reading of the mode for the whole batch
-	seen, available, err := b.catalogWithin(ctx, each, s.readsVerifiers, roles, databases, named)
-	if err != nil {
-		for _, i := range index { // one cause for all
-			out[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
-		}
-		return out
-	}
-	b.weigh(ctx, s, ps, wants, index, seen, available, each, answered, pastDrift, out)
-	return out
-}
-
-// weigh is check past the catalog's round trip, on what it read: seen, each of ps that index
+// weigh is a check past the catalog's round trip, on what it read: seen, each of ps that index
 // names observed, in the order of index, and which of the extensions they name the server has
-// (available). It answers into out, in the order of ps, as a provider standing as s; a plan
-// (Foresee) weighs what it observed itself, so that it reads each consumer once.
+// (available). It answers into out, in the order of ps, as a provider standing as s, and tells
+// answered as checks are answered. A check stops at the first drift, the catalog's or a
+// login's: a create is due either way. A plan's (pastDrift: Foresee, which weighs what it
+// observed itself, so that it reads each consumer once) goes on into the database where the
+// consumer names extensions there and the provider may enter it, to find what Create, having
+// repaired the rest, would refuse to make there, and what else it would make; where the
+// database is yet to be made, what Create would refuse to make in it (refusedInNew).
 func (b *Backend) weigh(ctx context.Context, s stance, ps []ports.Provision, wants []wanted, index []int, seen []observed, available map[string]string,
 	each time.Duration, answered func(int), pastDrift bool, out []checked) {
 	byLogin := !s.readsVerifiers
@@ -170,7 +155,7 @@ func (b *Backend) weigh(ctx context.Context, s stance, ps []ports.Provision, wan
 // when it has its slot, whether one timed out (after which none asks), the extensions the
 // server has at their default versions, what it offers of them, read once, whether
 // passwords are checked by logging in (the provider may not read them: powers), and whether
-// the check goes on past drift (a plan's: check).
+// the check goes on past drift (a plan's: weigh).
 type insideBatch struct {
 	each        time.Duration
 	timedOut    atomic.Bool

@@ -57,7 +57,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 				"it now has the minted password and is managed like any other", d.role, d.role)
 		}
 		b.voice.tell(&told)
-		if did = actOf(j.act, wrote); err != nil || j.refusal != nil {
+		if did = actOf(j.act, wrote); err != nil { // a refusal among them
 			return err
 		}
 		made, err := b.writeDatabase(ctx, conn, d, s, &j, &told)

@@ -1,7 +1,7 @@
 // Foresee: what Create would do, found without changing anything, the plan's question. The
-// verdict is Create's own (decide, on the same observation) and the changes are the check's
-// (its comparison, read typed), so that a plan says what a pass does, never a second idea of
-// it.
+// verdict is Create's own (decide, on the same observation but for what a role holds, read only
+// of a role it may adopt) and the changes are the check's (its comparison, read typed), so
+// that a plan says what a pass does, never a second idea of it.
 
 package postgres
 
@@ -42,7 +42,7 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		return out
 	}
 	s := b.stance() // one reading of the mode for the whole plan
-	looks, available, err := b.lookAt(ctx, s, wants, valid, each)
+	looks, err := b.lookAt(ctx, s, wants, valid, each)
 	if err != nil {
 		for _, i := range valid {
 			out[i].Err = fmt.Errorf("look at %s: %w", wants[i].role, err)
@@ -77,7 +77,16 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 		seen[k] = looks[i].observed
 	}
 	found := make([]checked, len(ps))
-	b.weigh(ctx, s, asked, wants, check, seen, available, each, func(int) {}, true, found)
+	_, _, named := asking(wants, check)
+	available, err := b.availableWithin(ctx, each, named)
+	for _, i := range check {
+		if err != nil { // one cause for all it weighs: as a check says it
+			found[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
+		}
+	}
+	if err == nil {
+		b.weigh(ctx, s, asked, wants, check, seen, available, each, func(int) {}, true, found)
+	}
 	for _, i := range check {
 		a := found[i]
 		switch {
@@ -133,37 +142,29 @@ type look struct {
 }
 
 // lookAt observes the consumers of wants that index names, all in one round trip (catalog, as
-// a plan reads them: forPlan), with which of the extensions they name the server has
-// (available); reads again, alone, one whose verdict weighs what its role holds
-// (weighsHoldings: a role the provider may adopt), as Create reads it; tries each one's
-// settings and reaches Create's verdict (decide), as a provider standing as s, in one read-only
-// transaction that is rolled back. Its looks are in the order of wants; those index does not
-// name are empty.
-func (b *Backend) lookAt(ctx context.Context, s stance, wants []wanted, index []int, each time.Duration) ([]look, map[string]string, error) {
+// a plan reads them: forPlan, within each); reads again, alone, one whose verdict weighs what
+// its role holds (weighsHoldings: a role the provider may adopt), as Create reads it; tries
+// each one's settings and reaches Create's verdict (decide), as a provider standing as s, each
+// within each, in one read-only transaction that is rolled back. Its looks are in the order
+// of wants; those index does not name are empty. The record a look's verdict names is not
+// Create's where the role owns databases it was not read for: a plan does not say it.
+func (b *Backend) lookAt(ctx context.Context, s stance, wants []wanted, index []int, each time.Duration) ([]look, error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return nil, nil, b.reach.connectError(err)
+		return nil, b.reach.connectError(err)
 	}
 	defer conn.Release()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	roles, databases, named := make([]string, len(index)), make([]string, len(index)), []string{}
-	for k, i := range index {
-		roles[k], databases[k] = wants[i].role, wants[i].database
-		for _, x := range wants[i].extensions {
-			if !slices.Contains(named, x) {
-				named = append(named, x)
-			}
-		}
-	}
+	roles, databases, _ := asking(wants, index)
 	cctx, cancel := context.WithTimeout(ctx, each)
-	seen, available, err := catalog(cctx, tx, false, forPlan, s.readsVerifiers, roles, databases, named)
+	seen, _, err := catalog(cctx, tx, false, forPlan, s.readsVerifiers, roles, databases, nil)
 	cancel()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	looks := make([]look, len(wants))
 	for k, i := range index {
@@ -172,7 +173,7 @@ func (b *Backend) lookAt(ctx context.Context, s stance, wants []wanted, index []
 		if d.weighsHoldings(o, s) {
 			if o, err = observe(cctx, tx, s.powers, d.role, d.database, forVerdict); err != nil {
 				cancel()
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		j, tried := judgeSeen(cctx, tx, d, s, o, &b.verified, "") // as Create judges it, but for the password
@@ -186,5 +187,5 @@ func (b *Backend) lookAt(ctx context.Context, s stance, wants []wanted, index []
 		}
 		l.fresh = butSettings.act == ports.ActCreate
 	}
-	return looks, available, nil
+	return looks, nil
 }
