@@ -12,7 +12,9 @@ import (
 
 // TestTheVerdictOnEachObservationInEachMode is the rule of what Create may take, without a
 // server: for each way a consumer can be found, in each stance the provider can be in, the act
-// and the refusal's words, each refusal with the one prefix Create and Foresee both say.
+// and the refusal's words, each refusal with the one prefix Create and Foresee both say; and
+// where the verdict does not weigh what the role holds (weighsHoldings: a plan reads it only
+// where it does), that holdings change neither.
 func TestTheVerdictOnEachObservationInEachMode(t *testing.T) {
 	d := definition{role: "letta", database: "letta", limit: 5, resource: "postgres"}
 	text := func(r record) *string { s := r.text(); return &s }
@@ -82,6 +84,16 @@ func TestTheVerdictOnEachObservationInEachMode(t *testing.T) {
 			tc.found(&o)
 			v := d.decide(o, tc.stance, tc.vet)
 			is.Equal(v.act, tc.act)
+			if !d.weighsHoldings(o, tc.stance) { // a plan reads none of what the role holds: it must not matter
+				held := o
+				held.owns, held.ownsIn, held.grantedIn = append(o.owns, "finance"), []string{"finance"}, []string{""}
+				h := d.decide(held, tc.stance, tc.vet)
+				is.Equal(h.act, v.act)
+				is.Equal(h.refusal == nil, v.refusal == nil)
+				if v.refusal != nil {
+					is.Equal(h.refusal.Error(), v.refusal.Error())
+				}
+			}
 			if tc.says == "" {
 				is.NoErr(v.refusal)
 				return
