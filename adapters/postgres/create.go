@@ -29,11 +29,10 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 	}
 	d := define(w, b.resource)
 	s := b.stance() // one reading of the provider's mode, for all of this create
-	var did ports.Act
+	var j judged
+	wrote := false // whether the create wrote anything
 	var told facts // what each step found to be said, told once the step is done
 	err = b.locks.locked(ctx, w.role, s.powers, func(ctx context.Context, conn *pgxpool.Conn) error {
-		var j judged
-		wrote := false
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, roleTxSQL(s.quiets)); err != nil {
 				return atRole(d.role, err)
@@ -57,7 +56,7 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 				"it now has the minted password and is managed like any other", d.role, d.role)
 		}
 		b.voice.tell(&told)
-		if did = actOf(j.act, wrote); err != nil { // a refusal among them
+		if err != nil { // a refusal among them
 			return err
 		}
 		made, err := b.writeDatabase(ctx, conn, d, s, &j, &told)
@@ -67,34 +66,29 @@ func (b *Backend) Create(ctx context.Context, p ports.Provision) (ports.Act, err
 		}
 		added, lacks, extErr := b.ext.ensureExtensions(ctx, conn, w, s.powers, p.Updates, j.searchPath, &told)
 		b.voice.tell(&told)
+		wrote = wrote || made || added
 		if extErr == nil && len(lacks) > 0 {
 			extErr = &ports.Incomplete{Lacks: lacks} // the rest of the create stands; said after the settings
 		}
 		var failed *ports.UpdateFailed
 		var incomplete *ports.Incomplete
 		if extErr != nil && !errors.As(extErr, &failed) && !errors.As(extErr, &incomplete) { // a failed update's script, or what it lacks: the rest of the create stands
-			if (made || added) && did == ports.ActNone {
-				did = ports.ActRepair
-			}
 			return extErr
 		}
 		set, err := writeSettings(ctx, conn, d, j.changes)
-		if (made || added || set) && did == ports.ActNone {
-			did = ports.ActRepair
-		}
-		if err != nil {
+		if wrote = wrote || set; err != nil {
 			return settingsError(w.role, w.database, err)
 		}
 		return extErr
 	})
 	if ports.IsRefusal(err) {
-		did = ports.ActRefuse // whichever step refused it, the act Foresee names
+		return ports.ActRefuse, err // whichever step refused it, the act Foresee names
 	}
-	return did, err
+	return actOf(j.act, wrote), err
 }
 
-// actOf is what the role's transaction of a create whose verdict was act did: refused it,
-// made the role, adopted it, changed it (wrote), or nothing.
+// actOf is what a create whose verdict was act did: refused it, made the role, adopted it,
+// changed something (wrote), or nothing.
 func actOf(act ports.Act, wrote bool) ports.Act {
 	switch {
 	case act == ports.ActRefuse || act == ports.ActCreate || act == ports.ActAdopt:
