@@ -106,7 +106,8 @@ func TestAPlanReadsEachConsumerOnce(t *testing.T) {
 		n := 0
 		named := regexp.MustCompile(`[{,]` + regexp.QuoteMeta(role) + `[,}]`)
 		for _, line := range strings.Split(string(raw[from:]), "\n") {
-			if strings.Contains(line, "parameters: $1 = ") && strings.Contains(line, `"$user", public, extensions`) && named.MatchString(line) {
+			// "parameters:" up to PostgreSQL 16, "Parameters:" from 17 (its DETAIL lines begin in capitals)
+			if strings.Contains(strings.ToLower(line), "parameters: $1 = ") && strings.Contains(line, `"$user", public, extensions`) && named.MatchString(line) {
 				n++
 			}
 		}
