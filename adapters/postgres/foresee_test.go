@@ -173,6 +173,61 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 	}
 }
 
+// TestAPlanFindsTheRecordsCreateFinds: a plan reads which roles' records name its consumers'
+// logins once for all of them, where Create searches every record for its one consumer's
+// login; for a record moved to another role in each way a hand could leave one (as written,
+// with the login named twice either way round, spaced), both find the same, and so Create
+// names the act the plan named, in its words.
+func TestAPlanFindsTheRecordsCreateFinds(t *testing.T) {
+	is := is.New(t)
+	e := newEnv(t)
+	plan := e.planOn(e.srv.URL)
+	model := provision(name("model"))
+	e.mustCreate(model)
+	var record string
+	is.NoErr(e.admin("").QueryRow(ctx, `SELECT pg_catalog.shobj_description(oid, 'pg_authid') FROM pg_catalog.pg_roles WHERE rolname = $1`,
+		model.As).Scan(&record))
+	login := func(as string) string { return `"login":"` + as + `"` }
+	is.True(strings.Count(record, login(model.As)) == 1 && strings.Contains(record, `"state":"active"`)) // the record as this test takes it
+
+	cases := []struct {
+		what string
+		edit func(record, as string) string
+		want ports.Act
+	}{
+		{"as written", func(r, as string) string { return r }, ports.ActRefuse},
+		{"named last of two", func(r, as string) string { return strings.Replace(r, "{", `{"login":"someone_else",`, 1) }, ports.ActRefuse},
+		{"named first of two", func(r, as string) string {
+			return strings.Replace(r, `"state":"active"`, `"state":"active","login":"someone_else"`, 1)
+		}, ports.ActCreate},
+		{"spaced", func(r, as string) string { return strings.Replace(r, login(as), `"login": "`+as+`"`, 1) }, ports.ActCreate},
+	}
+	var ps []ports.Provision
+	for _, c := range cases {
+		p := provision(name("moved"))
+		ps = append(ps, p)
+		e.exec("", `CREATE ROLE "`+p.As+`_old"`,
+			`COMMENT ON ROLE "`+p.As+`_old" IS `+quoteLiteral(c.edit(strings.Replace(record, login(model.As), login(p.As), 1), p.As)))
+		t.Cleanup(func() { e.exec("", `DROP ROLE IF EXISTS "`+p.As+`_old"`) }) // or the other tests' Managed would name it
+	}
+	seen := plan.Foresee(ctx, ps, 30*time.Second)
+	for i, p := range ps {
+		is.NoErr(seen[i].Err)
+		if seen[i].Act != cases[i].want {
+			t.Fatalf("%s: the plan says %v, want %v (%v)", cases[i].what, seen[i].Act, cases[i].want, seen[i].Why)
+		}
+		did, err := e.b.Create(ctx, p)
+		is.Equal(did, seen[i].Act) // what the pass does
+		if seen[i].Act == ports.ActRefuse {
+			is.True(err != nil)
+			is.Equal(err.Error(), seen[i].Why[0]) // in the same words
+			is.True(strings.Contains(seen[i].Why[0], p.As+"_old"))
+			continue
+		}
+		is.NoErr(err)
+	}
+}
+
 // TestAPlanGoesPastDriftToWhatCreateRefusesInside: where the catalog finds drift (a
 // connection limit) or a login finds a stale password, a check stops, as a create is due; a
 // plan goes on into the consumer's database, so that it names the refusal Create meets there,
