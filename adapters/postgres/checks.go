@@ -45,12 +45,11 @@ func (b *Backend) HoldsAll(ctx context.Context, ps []ports.Provision, each time.
 		s := b.stance() // one reading of the mode for the whole batch
 		roles, databases, named := asking(wants, index)
 		seen, available, err := b.catalogWithin(ctx, each, s.readsVerifiers, roles, databases, named)
-		for _, i := range index {
-			if err != nil { // one cause for all
-				found[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
+		if err != nil { // one cause for all
+			for _, i := range index {
+				found[i].Err = askedErr(wants[i].role, err)
 			}
-		}
-		if err == nil {
+		} else {
 			b.weigh(ctx, s, ps, wants, index, seen, available, each, answered, false, found)
 		}
 	}

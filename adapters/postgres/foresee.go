@@ -79,12 +79,11 @@ func (b *Backend) Foresee(ctx context.Context, ps []ports.Provision, each time.D
 	found := make([]checked, len(ps))
 	_, _, named := asking(wants, check)
 	available, err := b.availableWithin(ctx, each, named)
-	for _, i := range check {
-		if err != nil { // one cause for all it weighs: as a check says it
-			found[i].Err = &ports.SharedError{Err: fmt.Errorf("check %s: %w", wants[i].role, err), Cause: err.Error()}
+	if err != nil { // one cause for all it weighs: as a check says it
+		for _, i := range check {
+			found[i].Err = askedErr(wants[i].role, err)
 		}
-	}
-	if err == nil {
+	} else {
 		b.weigh(ctx, s, asked, wants, check, seen, available, each, func(int) {}, true, found)
 	}
 	for _, i := range check {

@@ -1,5 +1,5 @@
 // What consumers' errors share: the cause of a connection that could not be opened, or of the
-// one catalog query every check waits for.
+// one catalog question every check (or plan) waits for.
 
 package postgres
 
@@ -33,4 +33,10 @@ func checkErr(err error, format string, args ...any) error {
 		return &ports.SharedError{Err: wrapped, Cause: cause}
 	}
 	return wrapped
+}
+
+// askedErr is the error of a consumer whose check waited on a catalog question, asked once for
+// many, that failed with err: the one cause of them all, said of each as a check of its role.
+func askedErr(role string, err error) error {
+	return &ports.SharedError{Err: fmt.Errorf("check %s: %w", role, err), Cause: err.Error()}
 }
