@@ -83,13 +83,12 @@ func (d definition) decide(o observed, s stance, vet error) verdict {
 }
 
 // claim is the verdict on a role that exists: the provider's (its record, on this very role,
-// says so), one adoption takes over, or one refused, unwrapped.
+// says so), one adoption takes over, or one refused, unwrapped. Only the adoption's rules weigh
+// what the role holds (weighsHoldings).
 func (d definition) claim(o observed, s stance) verdict {
 	had, err := recordOf(d.role, d.resource, o.comment)
 	switch {
-	case errors.Is(err, errNotRecorded) && s.adopt == AdoptNone:
-		err = refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", d.role))
-	case errors.Is(err, errNotRecorded):
+	case d.weighsHoldings(o, s):
 		if why := unadoptable(o, d.database); why != "" {
 			err = refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", d.role, why))
 		} else if s.adoptsAdministered && !o.admin {
@@ -99,6 +98,8 @@ func (d definition) claim(o observed, s stance) verdict {
 		} else {
 			return verdict{act: ports.ActAdopt}
 		}
+	case errors.Is(err, errNotRecorded):
+		err = refused(fmt.Errorf("role %s exists and the provider did not make it; it is not taken over (adoption is off)", d.role))
 	}
 	if err != nil {
 		return verdict{act: ports.ActRefuse, refusal: err}
@@ -108,8 +109,9 @@ func (d definition) claim(o observed, s stance) verdict {
 
 // weighsHoldings is whether the verdict on d, observed as o by a provider standing as s, weighs
 // what the role holds across the cluster (observed.owns, ownsIn, grantedIn): only where it may
-// adopt the role (claim, unadoptable), one in no record of the provider's while adoption is on.
-// The record Create writes names the databases the role owns too, which a plan does not say.
+// adopt the role, one in no record of the provider's while adoption is on (where this says so,
+// claim takes the adoption's path, unadoptable). The record Create writes names the databases
+// the role owns too, which a plan does not say.
 func (d definition) weighsHoldings(o observed, s stance) bool {
 	if !o.role || s.adopt == AdoptNone {
 		return false
