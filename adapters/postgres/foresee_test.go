@@ -175,9 +175,10 @@ func TestCreateDoesWhatForeseeSaid(t *testing.T) {
 
 // TestAPlanFindsTheRecordsCreateFinds: a plan reads which roles' records name its consumers'
 // logins once for all of them, where Create searches every record for its one consumer's
-// login; for a record moved to another role in each way a hand could leave one (as written,
-// with the login named twice either way round, spaced), both find the same, and so Create
-// names the act the plan named, in its words.
+// login; for a record moved to another role in each way a hand could leave one (as written, on
+// two roles, with the login named twice either way round, spaced), both find the same, and so
+// Create names the act the plan named, in its words, and the same role. A record spaced by
+// hand is found by neither: both look for the login as the provider writes it.
 func TestAPlanFindsTheRecordsCreateFinds(t *testing.T) {
 	is := is.New(t)
 	e := newEnv(t)
@@ -190,25 +191,32 @@ func TestAPlanFindsTheRecordsCreateFinds(t *testing.T) {
 	login := func(as string) string { return `"login":"` + as + `"` }
 	is.True(strings.Count(record, login(model.As)) == 1 && strings.Contains(record, `"state":"active"`)) // the record as this test takes it
 
+	asWritten := func(r, as string) string { return r }
 	cases := []struct {
 		what string
 		edit func(record, as string) string
+		on   []string // the roles, after the consumer's login, that carry the record
 		want ports.Act
 	}{
-		{"as written", func(r, as string) string { return r }, ports.ActRefuse},
-		{"named last of two", func(r, as string) string { return strings.Replace(r, "{", `{"login":"someone_else",`, 1) }, ports.ActRefuse},
+		{"as written", asWritten, []string{"_old"}, ports.ActRefuse},
+		{"on two roles", asWritten, []string{"_old", "_also"}, ports.ActRefuse}, // the first by name is said
+		{"named last of two", func(r, as string) string { return strings.Replace(r, "{", `{"login":"someone_else",`, 1) },
+			[]string{"_old"}, ports.ActRefuse},
 		{"named first of two", func(r, as string) string {
 			return strings.Replace(r, `"state":"active"`, `"state":"active","login":"someone_else"`, 1)
-		}, ports.ActCreate},
-		{"spaced", func(r, as string) string { return strings.Replace(r, login(as), `"login": "`+as+`"`, 1) }, ports.ActCreate},
+		}, []string{"_old"}, ports.ActCreate},
+		{"spaced", func(r, as string) string { return strings.Replace(r, login(as), `"login": "`+as+`"`, 1) },
+			[]string{"_old"}, ports.ActCreate},
 	}
 	var ps []ports.Provision
 	for _, c := range cases {
 		p := provision(name("moved"))
 		ps = append(ps, p)
-		e.exec("", `CREATE ROLE "`+p.As+`_old"`,
-			`COMMENT ON ROLE "`+p.As+`_old" IS `+quoteLiteral(c.edit(strings.Replace(record, login(model.As), login(p.As), 1), p.As)))
-		t.Cleanup(func() { e.exec("", `DROP ROLE IF EXISTS "`+p.As+`_old"`) }) // or the other tests' Managed would name it
+		for _, suffix := range c.on {
+			e.exec("", `CREATE ROLE "`+p.As+suffix+`"`,
+				`COMMENT ON ROLE "`+p.As+suffix+`" IS `+quoteLiteral(c.edit(strings.Replace(record, login(model.As), login(p.As), 1), p.As)))
+			t.Cleanup(func() { e.exec("", `DROP ROLE IF EXISTS "`+p.As+suffix+`"`) }) // or the other tests' Managed would name it
+		}
 	}
 	seen := plan.Foresee(ctx, ps, 30*time.Second)
 	for i, p := range ps {
@@ -220,8 +228,8 @@ func TestAPlanFindsTheRecordsCreateFinds(t *testing.T) {
 		is.Equal(did, seen[i].Act) // what the pass does
 		if seen[i].Act == ports.ActRefuse {
 			is.True(err != nil)
-			is.Equal(err.Error(), seen[i].Why[0]) // in the same words
-			is.True(strings.Contains(seen[i].Why[0], p.As+"_old"))
+			is.Equal(err.Error(), seen[i].Why[0])                                                      // in the same words
+			is.True(strings.Contains(seen[i].Why[0], "is now the role "+p.As+slices.Min(cases[i].on))) // naming the same role
 			continue
 		}
 		is.NoErr(err)
