@@ -84,11 +84,11 @@ func (d definition) decide(o observed, s stance, vet error) verdict {
 
 // claim is the verdict on a role that exists: the provider's (its record, on this very role,
 // says so), one adoption takes over, or one refused, unwrapped. Only the adoption's rules weigh
-// what the role holds (weighsHoldings).
+// what the role holds (adopting, weighsHoldings).
 func (d definition) claim(o observed, s stance) verdict {
 	had, err := recordOf(d.role, d.resource, o.comment)
 	switch {
-	case d.weighsHoldings(o, s):
+	case adopting(err, s):
 		if why := unadoptable(o, d.database); why != "" {
 			err = refused(fmt.Errorf("role %s exists, the provider did not make it, and it is %s; it is not taken over", d.role, why))
 		} else if s.adoptsAdministered && !o.admin {
@@ -109,15 +109,20 @@ func (d definition) claim(o observed, s stance) verdict {
 
 // weighsHoldings is whether the verdict on d, observed as o by a provider standing as s, weighs
 // what the role holds across the cluster (observed.owns, ownsIn, grantedIn): only where it may
-// adopt the role, one in no record of the provider's while adoption is on (where this says so,
-// claim takes the adoption's path, unadoptable). The record Create writes names the databases
-// the role owns too, which a plan does not say.
+// adopt the role (adopting, where claim takes the adoption's path, unadoptable). The record
+// Create writes names the databases the role owns too, which a plan does not say.
 func (d definition) weighsHoldings(o observed, s stance) bool {
-	if !o.role || s.adopt == AdoptNone {
+	if !o.role {
 		return false
 	}
 	_, err := recordOf(d.role, d.resource, o.comment)
-	return errors.Is(err, errNotRecorded)
+	return adopting(err, s)
+}
+
+// adopting is whether a role that exists, whose record read as err (recordOf), is one the
+// provider may adopt, standing as s: in no record of the provider's, while adoption is on.
+func adopting(err error, s stance) bool {
+	return errors.Is(err, errNotRecorded) && s.adopt != AdoptNone
 }
 
 // renamedTo is the role, not d's, that carries this provider's record of d's login (d's role
