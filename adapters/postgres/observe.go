@@ -99,12 +99,6 @@ var (
 // sqlOthers is an ACL item a of a database d that is not its owner's nor the provider's.
 const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)`
 
-// sqlRecords are the comments of roles that start as this provider's record (sd), with the
-// roles (o) they are on: by LIKE, not starts_with, which looks up the collation at every row
-// (the prefix holds neither % nor _, and were it to, Go reads only records: parseRecord).
-var sqlRecords = `pg_catalog.pg_shdescription sd JOIN pg_catalog.pg_roles o ON o.oid = sd.objoid
-      AND sd.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND sd.description LIKE ` + literal(recordPrefix+"%")
-
 // sqlClaimOne is what the claim reads of a consumer w whose role r may not exist, searching
 // (claimOne): the roles, not named as it, whose record names w's login, which Go reads as
 // records (a login's letters never need escaping in JSON). The pattern is built with ||, not

@@ -28,6 +28,13 @@ import (
 // recordPrefix starts every comment the provider writes on a role it manages, before the JSON.
 const recordPrefix = "novox-provisioner "
 
+// sqlRecords are the comments of roles that start as this provider's record (sd), with the
+// roles (o) they are on, as Managed and the claim (observeSQL) read them: by LIKE, not
+// starts_with, which looks up the collation at every row (the prefix holds neither % nor _,
+// and were it to, Go reads only records: parseRecord).
+var sqlRecords = `pg_catalog.pg_shdescription sd JOIN pg_catalog.pg_roles o ON o.oid = sd.objoid
+      AND sd.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND sd.description LIKE ` + literal(recordPrefix+"%")
+
 // recordVersion is the format of the records this provider writes. A record of a later format
 // was written by a newer provider: it is left alone, and said once.
 const recordVersion = 1
@@ -114,10 +121,7 @@ func (b *Backend) Managed(ctx context.Context) ([]ports.Managed, error) {
 		return nil, b.reach.serverError(err)
 	}
 	defer conn.Release()
-	rows, err := conn.Query(ctx, `
-SELECT r.rolname::text, d.description
-FROM pg_catalog.pg_roles r JOIN pg_catalog.pg_shdescription d
-  ON d.objoid = r.oid AND d.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND starts_with(d.description, $1)`, recordPrefix)
+	rows, err := conn.Query(ctx, `SELECT o.rolname::text, sd.description FROM `+sqlRecords)
 	if err != nil {
 		return nil, b.reach.serverError(err)
 	}
