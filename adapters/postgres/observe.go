@@ -103,9 +103,9 @@ const sqlOthers = `a.grantee <> d.datdba AND a.grantee <> (SELECT oid FROM pg_ca
 // (claimOne): the roles, not named as it, whose record names w's login, which Go reads as
 // records (a login's letters never need escaping in JSON). The pattern is built with ||, not
 // concat, which formats its arguments at every row. Each record is read at each create of a
-// role: with 5,000 records the observation of a new consumer took 2.3-2.4 ms of the server's
-// time with starts_with and concat, 1.9 ms with either replaced and 1.4-1.5 ms with both (that
-// of a consumer whose role exists 0.9 ms; PostgreSQL 15, 2026-12-07).
+// role: with 5,000 records the observation of a new consumer took 2.2-2.6 ms of the server's
+// time with starts_with and concat, 1.9-2.1 ms with either replaced and 1.4-1.7 ms with both
+// (that of a consumer whose role exists 0.9 ms; PostgreSQL 15, 2026-12-07).
 var sqlClaimOne = `
 LEFT JOIN LATERAL (SELECT array_agg(o.rolname::text ORDER BY o.rolname) AS names,
                           array_agg(sd.description ORDER BY o.rolname) AS comments
